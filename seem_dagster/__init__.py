@@ -1,0 +1,1 @@
+"""SEEM memory as a Dagster pipeline."""

@@ -1,0 +1,69 @@
+"""passages and questions: one conversation's turns, read from its registered input file."""
+
+
+import polars as pl
+from dagster import AssetExecutionContext, AssetOut, MetadataValue, Output, multi_asset
+
+from seem_dagster.defs.metadata import table_metadata
+from seem_dagster.defs.partitions import conversations
+from seem_dagster.defs.resources import SeemSettings
+from seem_dagster.ingest import IngestOptions, load_input
+from seem_dagster.schemas import Passages, Questions
+from seem_dagster.store.sources import read_source
+
+GROUP = "ingest"
+
+
+@multi_asset(
+    partitions_def=conversations,
+    outs={
+        "passages": AssetOut(
+            description="One row per conversation turn: speaker, text, session date, source ref. "
+            "Every later layer points back here.",
+            group_name=GROUP,
+            kinds={"parquet", "polars"},
+            io_manager_key="snapshot_io_manager",
+        ),
+        "questions": AssetOut(
+            description="Questions shipped with the input (benchmarks, the sample) with their gold turns, "
+            "for queries and evaluation. Retrieval never reads the gold.",
+            group_name=GROUP,
+            kinds={"parquet", "polars"},
+            io_manager_key="snapshot_io_manager",
+        ),
+    },
+)
+def ingest_conversation(context: AssetExecutionContext, settings: SeemSettings):
+    conversation_id = context.partition_key
+    source = read_source(settings.root(), conversation_id)
+    options = IngestOptions(max_turn_chars=source.max_turn_chars, allow_empty_turns=source.allow_empty_turns)
+    (conv,) = load_input(
+        source.path, source.format, options, questions=source.questions_path, conversations=[conversation_id]
+    )
+    if conv.fingerprint != source.fingerprint:
+        context.log.info(f"{source.path} changed since it was registered; building from its current content")
+    passages = conv.passages
+    yield Output(
+        passages,
+        output_name="passages",
+        metadata={
+            **table_metadata(passages, [Passages.source_ref, Passages.speaker, Passages.timestamp, Passages.text]),
+            "sessions": MetadataValue.int(passages[Passages.session_id].n_unique()),
+            "speakers": MetadataValue.text(", ".join(sorted(passages[Passages.speaker].unique().to_list()))),
+            "first_turn": MetadataValue.text(str(passages[Passages.timestamp].min())),
+            "last_turn": MetadataValue.text(str(passages[Passages.timestamp].max())),
+            "skipped_empty_turns": MetadataValue.int(len(conv.skipped)),
+            "skipped_detail": MetadataValue.md("\n".join(f"- {s}" for s in conv.skipped) or "none"),
+            "source": MetadataValue.path(source.path),
+            "format": MetadataValue.text(source.format),
+        },
+    )
+    questions = conv.questions
+    yield Output(
+        questions,
+        output_name="questions",
+        metadata={
+            **table_metadata(questions, [Questions.question_id, Questions.question, Questions.category]),
+            "with_evidence": MetadataValue.int(questions.filter(pl.col(Questions.evidence).list.len() > 0).height),
+        },
+    )

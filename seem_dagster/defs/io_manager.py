@@ -1,0 +1,44 @@
+"""Our own IO manager on UPathIOManager (dagster-polars 0.27 cannot load inputs under polars 2)."""
+
+from __future__ import annotations
+
+import polars as pl
+from dagster import InputContext, OutputContext
+from dagster._core.storage.upath_io_manager import UPathIOManager
+from upath import UPath
+
+from seem_dagster import ids
+from seem_dagster.schemas import Passages
+from seem_dagster.store import snapshot
+from seem_dagster.store.keys import file_stem
+
+PASSAGES_ASSET = "passages"
+
+
+class ParquetSnapshotIOManager(UPathIOManager):
+    """One file per asset per partition: ``<root>/<asset>/<conversation stem>.parquet``, written atomically."""
+
+    extension = snapshot.EXTENSION
+
+    def make_safe_partition_path(self, base_path: UPath, partition: str) -> UPath:
+        # Conversation ids are user data: encode them so no id can leave the asset's folder.
+        return base_path / file_stem(partition)
+
+    def dump_to_path(self, context: OutputContext, obj: pl.DataFrame, path: UPath) -> None:
+        if not isinstance(obj, pl.DataFrame):
+            raise TypeError(f"{context.asset_key.to_user_string()}: expected a polars DataFrame, got {type(obj).__name__}")
+        asset = context.asset_key.path[-1]
+        partition = context.partition_key if context.has_partition_key else None
+        snapshot.write_table(path, obj, snapshot.footer(asset, partition, self._passages_fingerprint(asset, obj, path, partition)))
+
+    def _passages_fingerprint(self, asset: str, obj: pl.DataFrame, path: UPath, partition: str | None) -> str | None:
+        if asset == PASSAGES_ASSET:
+            return ids.fingerprint(obj[Passages.passage_id].to_list())
+        if partition is None:
+            return None
+        # Every other table was built from the partition's current passages file in this run.
+        passages_path = self._base_path / PASSAGES_ASSET / (file_stem(partition) + self.extension)
+        return snapshot.read_footer(passages_path).get("passages_fingerprint") if passages_path.exists() else None
+
+    def load_from_path(self, context: InputContext, path: UPath) -> pl.DataFrame:
+        return snapshot.read_table(path)

@@ -1,0 +1,67 @@
+"""The inbox sensor: new or grown input files become partitions and run requests.
+
+Schedules cannot add dynamic partitions; a sensor can. The cursor remembers each file's size and
+modification time, so a file is read again only when it changes. A bad file is reported in the
+sensor's log and retried only once it changes: it never blocks the others.
+"""
+
+
+import json
+from pathlib import Path
+
+from dagster import RunRequest, SensorEvaluationContext, SensorResult, SkipReason, sensor
+
+from seem_dagster.defs.jobs import build_memory
+from seem_dagster.defs.partitions import conversations
+from seem_dagster.defs.resources import SeemSettings
+from seem_dagster.ingest import InputError
+from seem_dagster.registry import register_file
+
+INPUT_SUFFIXES = (".json", ".jsonl")
+
+
+def inbox_files(inbox: Path) -> list[Path]:
+    if not inbox.is_dir():
+        return []
+    return sorted(p for p in inbox.iterdir() if p.is_file() and p.suffix in INPUT_SUFFIXES and not p.name.startswith("."))
+
+
+@sensor(job=build_memory, minimum_interval_seconds=30, description="Turns new or grown files in the inbox into partitions and runs.")
+def inbox_sensor(context: SensorEvaluationContext, settings: SeemSettings):
+    inbox = Path(settings.inbox)
+    cursor = json.loads(context.cursor) if context.cursor else {}
+    existing = set(context.instance.get_dynamic_partitions(conversations.name))
+    new_keys: list[str] = []
+    runs: list[RunRequest] = []
+    seen: dict[str, list[int]] = {}
+    for path in inbox_files(inbox):
+        stat = path.stat()
+        state = [stat.st_size, stat.st_mtime_ns]
+        seen[str(path)] = state
+        if cursor.get(str(path)) == state:
+            continue
+        try:
+            registered = register_file(settings.root(), str(path), options=settings.ingest_options())
+        except InputError as err:
+            context.log.error(f"inbox file rejected, nothing registered: {err}")
+            continue
+        for reg in registered:
+            if reg.conversation_id not in existing and reg.conversation_id not in new_keys:
+                new_keys.append(reg.conversation_id)
+            if reg.status != "unchanged" or reg.conversation_id not in existing:
+                runs.append(
+                    RunRequest(
+                        partition_key=reg.conversation_id,
+                        run_key=f"{reg.conversation_id}:{reg.fingerprint}",
+                        tags={"seem/source": str(path)},
+                    )
+                )
+        context.log.info(f"{path.name}: {len(registered)} conversations, {sum(r.status != 'unchanged' for r in registered)} new or changed")
+    next_cursor = json.dumps(seen, sort_keys=True)
+    if not runs and not new_keys:
+        return SensorResult(skip_reason=SkipReason(f"no new or grown files in {inbox}"), cursor=next_cursor)
+    return SensorResult(
+        run_requests=runs,
+        dynamic_partitions_requests=[conversations.build_add_request(new_keys)] if new_keys else [],
+        cursor=next_cursor,
+    )

@@ -1,0 +1,108 @@
+"""What a reader produces: one conversation's passages and questions, validated, nothing written yet."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import polars as pl
+
+from seem_dagster import ids
+from seem_dagster.schemas import Passages, Questions, passages_frame, questions_frame
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    max_turn_chars: int = 32_000
+    # Default strict: an empty turn stops ingestion. When allowed, each skipped turn is listed in
+    # Conversation.skipped and reported by the CLI and Dagster metadata, never dropped silently.
+    allow_empty_turns: bool = False
+
+
+@dataclass
+class Conversation:
+    conversation_id: str
+    source_file: str
+    source_format: str
+    passages: pl.DataFrame
+    questions: pl.DataFrame
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def fingerprint(self) -> str:
+        """Changes whenever any turn or question changes: the sensor compares it to decide on reruns."""
+        rows = self.passages.select(Passages.passage_id, Passages.timestamp, Passages.source_ref).rows()
+        qrows = self.questions.select(Questions.question_id, Questions.question).rows()
+        return ids.fingerprint([repr(r) for r in rows] + [repr(r) for r in qrows])
+
+
+class ConversationBuilder:
+    """Collects turns and questions of one conversation, assigning stable passage ids."""
+
+    def __init__(self, conversation_id: str, source_file: str, source_format: str):
+        self.conversation_id = conversation_id
+        self.source_file = source_file
+        self.source_format = source_format
+        self.rows: list[dict] = []
+        self.questions: list[dict] = []
+        self.skipped: list[str] = []
+
+    def add_turn(
+        self,
+        *,
+        session_id: str,
+        session_index: int,
+        turn_index: int,
+        speaker: str,
+        text: str,
+        timestamp: datetime,
+        source_ref: str,
+    ) -> None:
+        self.rows.append(
+            {
+                Passages.passage_id: ids.passage_id(self.conversation_id, session_id, turn_index, speaker, text),
+                Passages.conversation_id: self.conversation_id,
+                Passages.session_id: session_id,
+                Passages.session_index: session_index,
+                Passages.turn_index: turn_index,
+                Passages.speaker: speaker,
+                Passages.text: text,
+                Passages.timestamp: timestamp,
+                Passages.source_ref: source_ref,
+            }
+        )
+
+    def add_question(
+        self,
+        *,
+        question_id: str,
+        question: str,
+        question_date: datetime | None,
+        answer: str | None,
+        category: str | None,
+        evidence: list[str],
+        evidence_sessions: list[str],
+    ) -> None:
+        self.questions.append(
+            {
+                Questions.question_id: question_id,
+                Questions.conversation_id: self.conversation_id,
+                Questions.question: question,
+                Questions.question_date: question_date,
+                Questions.answer: answer,
+                Questions.category: category,
+                Questions.evidence: evidence,
+                Questions.evidence_sessions: evidence_sessions,
+            }
+        )
+
+    def build(self) -> Conversation:
+        passages = passages_frame(self.rows).sort(Passages.session_index, Passages.turn_index)
+        return Conversation(
+            conversation_id=self.conversation_id,
+            source_file=self.source_file,
+            source_format=self.source_format,
+            passages=passages,
+            questions=questions_frame(self.questions),
+            skipped=list(self.skipped),
+        )

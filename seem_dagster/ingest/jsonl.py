@@ -1,0 +1,145 @@
+"""Generic JSONL chat logs: one message per line.
+
+Each line is a JSON object::
+
+    {"conversation_id": "c1", "session_id": "s1", "timestamp": "2024-03-02T19:05:00",
+     "speaker": "Priya", "text": "...", "id": "optional, unique in the conversation"}
+
+Sessions are ordered by their earliest timestamp, turns within a session by line order. ``id``
+becomes ``source_ref``; without it, ``source_ref`` is ``<session_id>:<turn index>``.
+
+Questions (optional, ``--questions``) use the same one-object-per-line form::
+
+    {"question_id": "q1", "conversation_id": "c1", "question": "...", "question_date": "2024-04-01",
+     "answer": "...", "category": "...", "evidence": ["<id of a gold turn>", ...]}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import datetime
+
+from seem_dagster.ingest import dates
+from seem_dagster.ingest.conversation import Conversation, ConversationBuilder, IngestOptions
+from seem_dagster.ingest.errors import InputError, Located
+from seem_dagster.schemas import Passages
+from seem_dagster.store.keys import InvalidConversationId, check_conversation_id
+
+FORMAT = "jsonl"
+
+
+def _objects(text: str, file: str) -> Iterator[tuple[int, Located, dict]]:
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        at = Located(file, f"line {line_no}")
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise at.fail(None, f"malformed JSON at column {err.colno}: {err.msg}") from None
+        if not isinstance(obj, dict):
+            raise at.fail(None, "expected a JSON object")
+        yield line_no, at, obj
+
+
+def _timestamp(at: Located, obj: dict, field: str, *, optional: bool = False) -> datetime | None:
+    value = at.require(obj, field, str, optional=optional)
+    if value is None:
+        return None
+    try:
+        return dates.parse_iso(value)
+    except ValueError:
+        raise at.fail(field, f"unparseable date {value!r} (expected ISO 8601, e.g. 2024-03-02T19:05:00)") from None
+
+
+def _conversation_id(at: Located, obj: dict) -> str:
+    cid = at.require(obj, "conversation_id", str)
+    try:
+        return check_conversation_id(cid)
+    except InvalidConversationId as err:
+        raise at.fail("conversation_id", str(err)) from None
+
+
+def read(text: str, file: str, options: IngestOptions) -> list[Conversation]:
+    # conversation -> session -> [(line, at, speaker, text, timestamp, id)]
+    grouped: dict[str, dict[str, list[tuple]]] = {}
+    ids_seen: dict[tuple[str, str], int] = {}
+    skipped: dict[str, list[str]] = {}
+    for line_no, at, obj in _objects(text, file):
+        cid = _conversation_id(at, obj)
+        session_id = at.text(obj, "session_id")
+        speaker = at.text(obj, "speaker")
+        timestamp = _timestamp(at, obj, "timestamp")
+        msg_id = at.require(obj, "id", (str, int), optional=True)
+        try:
+            body = at.text(obj, "text", max_chars=options.max_turn_chars)
+        except InputError as err:
+            if err.problem != "empty text" or not options.allow_empty_turns:
+                raise
+            skipped.setdefault(cid, []).append(f"{at.record}: empty text")
+            continue
+        if msg_id is not None:
+            msg_id = str(msg_id)
+            if (cid, msg_id) in ids_seen:
+                raise at.fail("id", f"duplicate id {msg_id!r} (also line {ids_seen[(cid, msg_id)]})")
+            ids_seen[(cid, msg_id)] = line_no
+        grouped.setdefault(cid, {}).setdefault(session_id, []).append((line_no, speaker, body, timestamp, msg_id))
+    if not grouped:
+        raise InputError(file, None, None, "no messages found")
+
+    conversations = []
+    for cid, sessions in grouped.items():
+        builder = ConversationBuilder(cid, file, FORMAT)
+        builder.skipped.extend(skipped.get(cid, []))
+        order = sorted(sessions, key=lambda s: (min(t[3] for t in sessions[s]), sessions[s][0][0]))
+        refs: dict[str, int] = {}
+        for session_index, session_id in enumerate(order):
+            for turn_index, (line_no, speaker, body, timestamp, msg_id) in enumerate(sessions[session_id]):
+                ref = msg_id if msg_id is not None else f"{session_id}:{turn_index}"
+                if ref in refs:
+                    raise InputError(file, f"line {line_no}", "id", f"source ref {ref!r} also produced by line {refs[ref]}")
+                refs[ref] = line_no
+                builder.add_turn(
+                    session_id=session_id, session_index=session_index, turn_index=turn_index,
+                    speaker=speaker, text=body, timestamp=timestamp, source_ref=ref,
+                )
+        conversations.append(builder.build())
+    return conversations
+
+
+def read_questions(text: str, file: str, conversations: list[Conversation]) -> None:
+    """Attach questions to their conversations; evidence must name existing turns."""
+    by_id = {c.conversation_id: c for c in conversations}
+    rows: dict[str, list[dict]] = {}
+    seen: dict[str, int] = {}
+    for line_no, at, obj in _objects(text, file):
+        qid = at.text(obj, "question_id")
+        if qid in seen:
+            raise at.fail("question_id", f"duplicate id {qid!r} (also line {seen[qid]})")
+        seen[qid] = line_no
+        cid = _conversation_id(at, obj)
+        if cid not in by_id:
+            raise at.fail("conversation_id", f"no conversation {cid!r} in the input")
+        evidence = at.require(obj, "evidence", list, optional=True) or []
+        refs = set(by_id[cid].passages[Passages.source_ref].to_list())
+        for e in evidence:
+            if str(e) not in refs:
+                raise at.fail("evidence", f"no turn with id {e!r} in conversation {cid!r}")
+        category = at.require(obj, "category", (str, int), optional=True)
+        answer = at.require(obj, "answer", (str, int, float), optional=True)
+        rows.setdefault(cid, []).append(
+            dict(
+                question_id=qid, question=at.text(obj, "question"),
+                question_date=_timestamp(at, obj, "question_date", optional=True),
+                answer=None if answer is None else str(answer),
+                category=None if category is None else str(category),
+                evidence=[str(e) for e in evidence], evidence_sessions=[],
+            )
+        )
+    for cid, qs in rows.items():
+        conv = by_id[cid]
+        builder = ConversationBuilder(cid, conv.source_file, conv.source_format)
+        for q in qs:
+            builder.add_question(**q)
+        conv.questions = builder.build().questions

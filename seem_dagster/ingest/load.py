@@ -1,0 +1,87 @@
+"""Read an input file, decode it strictly, detect its format and hand it to the right reader."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from upath import UPath
+
+from seem_dagster.ingest import jsonl, locomo, longmemeval
+from seem_dagster.ingest.conversation import Conversation, IngestOptions
+from seem_dagster.ingest.errors import InputError
+
+FORMATS = ("locomo", "longmemeval", "jsonl")
+
+
+def decode(raw: bytes, file: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise InputError(file, f"line {line}", None, f"not UTF-8: byte 0x{raw[err.start]:02x} at offset {err.start}") from None
+
+
+def _load_json(text: str, file: str) -> object:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(file, f"line {err.lineno}", None, f"malformed JSON at column {err.colno}: {err.msg}") from None
+
+
+def detect_format(path: str | Path | UPath, text: str) -> str:
+    if str(path).endswith(".jsonl"):
+        return "jsonl"
+    head = text.lstrip()[:200_000]
+    if '"haystack_sessions"' in head:
+        return "longmemeval"
+    if '"conversation"' in head and '"sample_id"' in text:
+        return "locomo"
+    if head.startswith("{"):
+        return "jsonl"
+    raise InputError(str(path), None, None, "cannot tell the format; pass --format locomo|longmemeval|jsonl")
+
+
+def parse_text(text: str, file: str, fmt: str, options: IngestOptions) -> list[Conversation]:
+    if fmt == "jsonl":
+        return jsonl.read(text, file, options)
+    if fmt == "locomo":
+        return locomo.read(_load_json(text, file), file, options)
+    if fmt == "longmemeval":
+        return longmemeval.read(_load_json(text, file), file, options)
+    raise InputError(file, None, None, f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+def load_input(
+    path: str | Path | UPath,
+    fmt: str | None = None,
+    options: IngestOptions | None = None,
+    *,
+    questions: str | Path | UPath | None = None,
+    conversations: list[str] | None = None,
+) -> list[Conversation]:
+    """Parse and validate a whole input file. Raises InputError; never writes anything."""
+    options = options or IngestOptions()
+    upath = UPath(path)
+    file = str(path)
+    try:
+        raw = upath.read_bytes()
+    except FileNotFoundError:
+        raise InputError(file, None, None, "file not found") from None
+    except IsADirectoryError:
+        raise InputError(file, None, None, "is a directory, expected a file") from None
+    text = decode(raw, file)
+    fmt = fmt or detect_format(path, text)
+    parsed = parse_text(text, file, fmt, options)
+    if questions is not None:
+        if fmt != "jsonl":
+            raise InputError(str(questions), None, None, f"--questions is for jsonl input; {fmt} files carry their own")
+        qfile = str(questions)
+        jsonl.read_questions(decode(UPath(questions).read_bytes(), qfile), qfile, parsed)
+    if conversations:
+        known = {c.conversation_id for c in parsed}
+        missing = [c for c in conversations if c not in known]
+        if missing:
+            raise InputError(file, None, None, f"no conversation {missing[0]!r} in this file (it has {len(known)})")
+        parsed = [c for c in parsed if c.conversation_id in set(conversations)]
+    return parsed
