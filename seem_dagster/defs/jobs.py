@@ -1,11 +1,9 @@
 from dagster import AssetSelection, define_asset_job
 
-from seem_dagster.defs.partitions import conversations
 
 # Every memory asset of one conversation (the query job, when it exists, is separate).
 build_memory = define_asset_job(
     "build_memory",
     selection=AssetSelection.all(),
-    partitions_def=conversations,
     description="Build (or rebuild) one conversation's memory: every asset of the partition.",
 )

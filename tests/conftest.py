@@ -1,0 +1,48 @@
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = ROOT.parent / "shared" / "data"
+LOCOMO_DEV = SHARED_DATA / "locomo" / "locomo_dev7.json"
+LONGMEMEVAL_DEV = SHARED_DATA / "longmemeval" / "longmemeval_s_dev.json"
+SAMPLE = ROOT / "data" / "sample_conversation.jsonl"
+SAMPLE_QUESTIONS = ROOT / "data" / "sample_questions.jsonl"
+
+
+def need(path: Path) -> Path:
+    if not path.exists():
+        pytest.skip(f"benchmark data not found at {path} (../shared/data is only on development machines)")
+    return path
+
+
+@pytest.fixture
+def locomo_dev() -> Path:
+    return need(LOCOMO_DEV)
+
+
+@pytest.fixture
+def longmemeval_dev() -> Path:
+    return need(LONGMEMEVAL_DEV)
+
+
+def message(**overrides) -> dict:
+    base = {
+        "conversation_id": "c1",
+        "session_id": "s1",
+        "timestamp": "2024-03-02T19:05:00",
+        "speaker": "Ana",
+        "text": "I adopted a cat yesterday.",
+    }
+    base.update(overrides)
+    return {k: v for k, v in base.items() if v is not ...}
+
+
+def write_jsonl(path: Path, rows: list) -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def files_under(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []

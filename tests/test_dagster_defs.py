@@ -1,0 +1,150 @@
+from datetime import datetime
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+from dagster import DagsterInstance, instance_for_test, SensorResult, build_schedule_context, build_sensor_context
+
+from conftest import ROOT, SAMPLE, message, write_jsonl
+from seem_dagster.definitions import build_defs
+from seem_dagster.defs.partitions import conversations
+from seem_dagster.defs.resources import SeemSettings
+from seem_dagster.defs.runner import build_conversations
+from seem_dagster.defs.schedules import nightly_rebuild
+from seem_dagster.defs.sensors import inbox_sensor
+from seem_dagster.registry import register_file
+from seem_dagster.schemas import Passages
+from seem_dagster.store import snapshot
+
+
+def test_definitions_load_with_the_dagster_cli():
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-m", "seem_dagster.definitions"],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_assets_have_groups_kinds_descriptions_and_blocking_checks():
+    defs = build_defs(store_root="unused")
+    graph = defs.resolve_asset_graph()
+    for key in graph.get_all_asset_keys():
+        node = graph.get(key)
+        assert node.group_name and node.description and node.kinds, key
+    checks = {key.name: graph.get_check_spec(key) for key in graph.asset_check_keys}
+    assert checks["passages_schema"].blocking and checks["questions_schema"].blocking
+
+
+def _sensor(instance, settings, cursor=None):
+    context = build_sensor_context(instance=instance, cursor=cursor, resources={"settings": settings})
+    return inbox_sensor(context), context
+
+
+def _apply(instance, result: SensorResult):
+    for request in result.dynamic_partitions_requests:
+        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+
+
+def test_inbox_sensor_adds_partitions_and_reruns_only_grown_conversations(tmp_path):
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    settings = SeemSettings(store_root=str(tmp_path / "store"), inbox=str(inbox))
+    instance = DagsterInstance.ephemeral()
+    log = inbox / "chats.jsonl"
+    rows = [message(conversation_id="alice"), message(conversation_id="bob", text="I started a new job.")]
+    write_jsonl(log, rows)
+
+    result, context = _sensor(instance, settings)
+    assert [r.partition_keys for r in result.dynamic_partitions_requests] == [["alice", "bob"]]
+    assert sorted(r.partition_key for r in result.run_requests) == ["alice", "bob"]
+    _apply(instance, result)
+    assert sorted(instance.get_dynamic_partitions(conversations.name)) == ["alice", "bob"]
+
+    # Nothing changed: the sensor skips.
+    result, context = _sensor(instance, settings, context.cursor)
+    assert not result.run_requests and result.skip_reason
+
+    # The file grows with a new session for bob: only bob reruns, no new partition.
+    write_jsonl(log, rows + [message(conversation_id="bob", session_id="s2", timestamp="2024-03-09T10:00:00", text="Day two.")])
+    result, context = _sensor(instance, settings, context.cursor)
+    assert [r.partition_key for r in result.run_requests] == ["bob"]
+    assert not result.dynamic_partitions_requests
+
+
+def test_inbox_sensor_reports_a_bad_file_and_registers_nothing_from_it(tmp_path):
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    store = tmp_path / "store"
+    write_jsonl(inbox / "bad.jsonl", [message(conversation_id="carol"), message(conversation_id="carol", text="")])
+    write_jsonl(inbox / "good.jsonl", [message(conversation_id="dave")])
+    instance = DagsterInstance.ephemeral()
+    result, _ = _sensor(instance, SeemSettings(store_root=str(store), inbox=str(inbox)))
+    assert [r.partition_key for r in result.run_requests] == ["dave"]
+    assert not (store / "_sources" / "carol.json").exists()
+
+
+def test_schedule_requests_a_rebuild_of_every_partition():
+    with instance_for_test() as instance:
+        assert nightly_rebuild(build_schedule_context(instance=instance, scheduled_execution_time=datetime(2026, 1, 2, 3))).skip_message
+        instance.add_dynamic_partitions(conversations.name, ["a", "b", "c"])
+        requests = nightly_rebuild(build_schedule_context(instance=instance, scheduled_execution_time=datetime(2026, 1, 2, 3)))
+    assert sorted(r.partition_key for r in requests) == ["a", "b", "c"]
+
+
+def test_build_materializes_passages_with_checks_and_readable_metadata(tmp_path):
+    store = tmp_path / "store"
+    registered = register_file(store, str(SAMPLE), "jsonl")
+    instance = DagsterInstance.ephemeral()
+    (outcome,) = build_conversations(build_defs(store_root=str(store)), [r.conversation_id for r in registered], instance=instance)
+    assert outcome.success, outcome.error
+    event = instance.get_latest_materialization_event(
+        __import__("dagster").AssetKey("passages")
+    ).asset_materialization
+    assert event.partition == "priya-tomas"
+    assert event.metadata["dagster/row_count"].value == 44
+    assert "| source_ref | speaker | timestamp | text |" in event.metadata["preview"].value
+    checks = [
+        e.event_log_entry.dagster_event.event_specific_data
+        for e in instance.get_records_for_run(outcome.run_id).records
+        if e.event_log_entry.dagster_event and e.event_log_entry.dagster_event.event_type_value == "ASSET_CHECK_EVALUATION"
+    ]
+    assert sorted((c.check_name, c.passed) for c in checks) == [("passages_schema", True), ("questions_schema", True)]
+    assert pl.read_parquet(snapshot.table_path(store, "passages", "priya-tomas").path).height == 44
+
+
+def test_hostile_conversation_id_builds_inside_the_store(tmp_path):
+    store = tmp_path / "store"
+    path = write_jsonl(tmp_path / "x.jsonl", [message(conversation_id="../../outside")])
+    registered = register_file(store, str(path))
+    (outcome,) = build_conversations(build_defs(store_root=str(store)), [registered[0].conversation_id])
+    assert outcome.success, outcome.error
+    assert not (tmp_path.parent / "outside.parquet").exists()
+    files = [p for p in store.rglob("*") if p.is_file()]
+    assert files and all(store.resolve() in p.resolve().parents for p in files)
+    assert snapshot.read_snapshot(store, "../../outside", ["passages"])["passages"][Passages.conversation_id][0] == "../../outside"
+
+
+def test_seem_build_conv26_writes_all_419_turns(locomo_dev, tmp_path):
+    store = tmp_path / "store"
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "seem"), "build", "--input", str(locomo_dev), "--conversation", "conv-26",
+         "--store", str(store), "--quiet"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    frame = snapshot.read_table(snapshot.table_path(store, "passages", "conv-26"))
+    Passages.validate(frame)
+    assert frame.height == 419
+    assert "conv-26: 419 passages (new)" in out.stdout
+
+
+def test_seem_demo_runs_on_the_bundled_sample(tmp_path):
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "seem"), "demo", "--store", str(tmp_path / "store")],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "priya-tomas: 44 passages in 4 sessions, 8 questions" in out.stdout

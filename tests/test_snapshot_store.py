@@ -1,0 +1,138 @@
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+from dagster import AssetIn, DagsterInstance, DynamicPartitionsDefinition, asset, materialize
+from upath import UPath
+
+from seem_dagster.defs.io_manager import ParquetSnapshotIOManager
+from seem_dagster.store import snapshot
+from seem_dagster.store.keys import InvalidConversationId, file_stem
+
+HOSTILE_IDS = ["..", "../escape", "../../etc/passwd", "/etc/passwd", "a/b", "a\\b", ".hidden", "x" * 200, "café ☕", "a..b"]
+
+
+@pytest.mark.parametrize("cid", HOSTILE_IDS)
+def test_hostile_ids_stay_inside_the_root(cid, tmp_path):
+    path = snapshot.table_path(tmp_path, "passages", cid)
+    assert Path(path.path).resolve().parent == (tmp_path / "passages").resolve()
+    assert not path.name.startswith(".")
+    assert len(path.name) < 200
+    snapshot.write_table(path, pl.DataFrame({"x": [1]}), {})
+    assert snapshot.read_table(path)["x"].to_list() == [1]
+
+
+def test_encoded_ids_are_distinct_and_plain_ids_readable():
+    stems = [file_stem(c) for c in HOSTILE_IDS + ["a_b", "a-b", "conv-26"]]
+    assert len(set(stems)) == len(stems)
+    assert file_stem("conv-26") == "conv-26"
+    assert file_stem("a/b") != file_stem("a_b")
+
+
+@pytest.mark.parametrize("bad", ["", "   ", "a\x00b", "line\nbreak", "x" * 201, "a...b", 17])
+def test_unusable_ids_are_rejected(bad):
+    with pytest.raises(InvalidConversationId):
+        file_stem(bad)
+
+
+def test_footer_round_trip_and_consistency_check(tmp_path):
+    frame = pl.DataFrame({"passage_id": ["p_1"]})
+    snapshot.write_table(snapshot.table_path(tmp_path, "passages", "c"), frame, snapshot.footer("passages", "c", "fp1"))
+    snapshot.write_table(snapshot.table_path(tmp_path, "questions", "c"), frame, snapshot.footer("questions", "c", "fp1"))
+    tables = snapshot.read_snapshot(tmp_path, "c", ["passages", "questions"])
+    assert tables["passages"].equals(frame)
+    # A half-finished rebuild: passages already new, questions still old.
+    snapshot.write_table(snapshot.table_path(tmp_path, "passages", "c"), frame, snapshot.footer("passages", "c", "fp2"))
+    with pytest.raises(snapshot.InconsistentSnapshot, match="different builds"):
+        snapshot.read_snapshot(tmp_path, "c", ["passages", "questions"])
+    with pytest.raises(snapshot.SnapshotError, match="no snapshot of episodes"):
+        snapshot.read_snapshot(tmp_path, "c", ["passages", "episodes"])
+
+
+def test_fsspec_url_store_round_trip():
+    root = UPath("memory://seem-test-store")
+    path = snapshot.table_path(root, "passages", "../c")
+    frame = pl.DataFrame({"a": [1, 2, 3]})
+    snapshot.write_table(path, frame, snapshot.footer("passages", "../c", "fp"))
+    assert snapshot.read_table(path).equals(frame)
+    assert snapshot.read_footer(path)["passages_fingerprint"] == "fp"
+    assert [p.name for p in (root / "passages").iterdir()] == [path.name]
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys, polars as pl
+    from upath import UPath
+    from seem_dagster.store import snapshot
+    path = UPath(sys.argv[1])
+    frame = pl.DataFrame({"v": ["new-" + str(i) * 40 for i in range(400_000)]})
+    while True:
+        snapshot.write_table(path, frame, {"version": "new"})
+    """
+)
+
+
+def test_a_write_killed_mid_way_leaves_the_previous_snapshot_whole(tmp_path):
+    path = snapshot.table_path(tmp_path, "passages", "c")
+    old = pl.DataFrame({"v": ["old"] * 1000})
+    snapshot.write_table(path, old, {"version": "old"})
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)])
+    try:
+        deadline = time.monotonic() + 60
+        # Kill the writer while its temp file is being written (before any rename happened).
+        while time.monotonic() < deadline:
+            temps = [p for p in path.parent.iterdir() if p.name.startswith(snapshot.TEMP_PREFIX)]
+            if temps and os.path.getsize(temps[0].path) > 0:
+                break
+            time.sleep(0.005)
+        else:
+            pytest.fail("writer never started a temp file")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    back = snapshot.read_table(path)
+    version = snapshot.read_footer(path)["version"]
+    # Whichever version is visible, it is whole: the old one, or a completed new one.
+    if version == "old":
+        assert back.equals(old)
+    else:
+        assert back.height == 400_000
+    # The interrupted temp file is hidden (dot-prefixed) and not the snapshot.
+    visible = [p.name for p in path.parent.iterdir() if not p.name.startswith(".")]
+    assert visible == [path.name]
+
+
+def test_io_manager_writes_and_loads_partitions_through_dagster(tmp_path):
+    parts = DynamicPartitionsDefinition(name="convs")
+
+    @asset(partitions_def=parts)
+    def passages(context) -> pl.DataFrame:
+        return pl.DataFrame({"passage_id": ["p_a", "p_b"], "conv": [context.partition_key] * 2})
+
+    @asset(partitions_def=parts, ins={"passages": AssetIn()})
+    def downstream(passages: pl.DataFrame) -> pl.DataFrame:
+        return passages.with_columns(n=pl.lit(passages.height))
+
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("convs", ["../x"])
+    result = materialize(
+        [passages, downstream],
+        partition_key="../x",
+        instance=instance,
+        resources={"io_manager": ParquetSnapshotIOManager(UPath(tmp_path))},
+    )
+    assert result.success
+    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.parquet"))
+    stem = file_stem("../x")
+    assert written == [f"downstream/{stem}.parquet", f"passages/{stem}.parquet"]
+    tables = snapshot.read_snapshot(tmp_path, "../x", ["passages", "downstream"])
+    assert tables["downstream"]["n"].to_list() == [2, 2]
+    assert snapshot.read_footer(snapshot.table_path(tmp_path, "downstream", "../x"))["conversation_id"] == "../x"
