@@ -58,6 +58,93 @@ class Questions(pa.DataFrameModel):
         coerce = False
 
 
+# The six semantic roles of one event. `time` is an ISO date or interval resolved against the
+# session date; `time_text` keeps the words it came from.
+EVENT = pl.Struct(
+    {
+        "participants": pl.List(pl.String()),
+        "action": pl.String(),
+        "time": pl.String(),
+        "time_text": pl.String(),
+        "location": pl.String(),
+        "cause": pl.String(),
+        "manner": pl.String(),
+    }
+)
+EVENT_ROLES = tuple(f.name for f in EVENT.fields)
+
+ISO_TIME = r"^\d{4}-\d{2}-\d{2}(/\d{4}-\d{2}-\d{2})?$"
+
+
+class EventFrames(pa.DataFrameModel):
+    """One frame per passage: a one-sentence summary and its events, pointing back to the passage."""
+
+    frame_id: str = pa.Field(unique=True, str_matches=r"^f_[0-9a-f]{16}$")
+    passage_id: str = pa.Field(unique=True)
+    conversation_id: str = pa.Field()
+    timestamp: pl.Datetime("us") = pa.Field()
+    summary: str = pa.Field(str_length={"min_value": 1})
+    events: pl.List(EVENT) = pa.Field()
+    extractor: str = pa.Field()
+
+    class Config:
+        strict = True
+
+
+class Facts(pa.DataFrameModel):
+    """Time-stamped quadruples (subject, relation, object, time), each from one passage."""
+
+    fact_id: str = pa.Field(unique=True, str_matches=r"^t_[0-9a-f]{16}$")
+    conversation_id: str = pa.Field()
+    subject: str = pa.Field(str_length={"min_value": 1})
+    relation: str = pa.Field(str_length={"min_value": 1})
+    object: str = pa.Field(str_length={"min_value": 1})
+    time: str = pa.Field(nullable=True, str_matches=ISO_TIME)
+    time_text: str = pa.Field(nullable=True)
+    passage_id: str = pa.Field()
+    extractor: str = pa.Field()
+
+    class Config:
+        strict = True
+
+
+class Episodes(pa.DataFrameModel):
+    """Fused events: every passage of one event, however far apart its turns are."""
+
+    episode_id: str = pa.Field(unique=True, str_matches=r"^e_[0-9a-f]{16}$")
+    conversation_id: str = pa.Field()
+    summary: str = pa.Field(str_length={"min_value": 1})
+    events: pl.List(EVENT) = pa.Field()
+    passage_ids: pl.List(pl.String) = pa.Field()
+    frame_ids: pl.List(pl.String) = pa.Field()
+    first_time: pl.Datetime("us") = pa.Field()
+    last_time: pl.Datetime("us") = pa.Field()
+
+    class Config:
+        strict = True
+
+    @pa.dataframe_check(error="an episode has no passages, or a passage is in two episodes")
+    @classmethod
+    def passages_partitioned(cls, data) -> pl.LazyFrame:
+        frame = data.lazyframe
+        exploded = frame.select(pl.col(cls.passage_ids).explode().alias("p"))
+        ok = (exploded.select(pl.col("p").is_duplicated().any().not_()).collect().item()
+              and frame.select((pl.col(cls.passage_ids).list.len() > 0).all()).collect().item())
+        return frame.select(pl.lit(ok).alias("ok"))
+
+
+class Embeddings(pa.DataFrameModel):
+    """Vectors of passages, facts, entities and episodes (the retrieval index reads them)."""
+
+    kind: str = pa.Field(isin=["passage", "fact", "entity", "episode", "frame"])
+    item_id: str = pa.Field()
+    vector: pl.Array(pl.Float32, 384) = pa.Field()
+    model: str = pa.Field()
+
+    class Config:
+        strict = True
+
+
 PASSAGES_DTYPES: dict[str, pl.DataType] = {
     Passages.passage_id: pl.String(),
     Passages.conversation_id: pl.String(),
@@ -89,3 +176,49 @@ def passages_frame(rows: list[dict]) -> pl.DataFrame:
 
 def questions_frame(rows: list[dict]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=QUESTIONS_DTYPES)
+
+
+FRAMES_DTYPES: dict[str, pl.DataType] = {
+    EventFrames.frame_id: pl.String(),
+    EventFrames.passage_id: pl.String(),
+    EventFrames.conversation_id: pl.String(),
+    EventFrames.timestamp: pl.Datetime("us"),
+    EventFrames.summary: pl.String(),
+    EventFrames.events: pl.List(EVENT),
+    EventFrames.extractor: pl.String(),
+}
+
+FACTS_DTYPES: dict[str, pl.DataType] = {
+    Facts.fact_id: pl.String(),
+    Facts.conversation_id: pl.String(),
+    Facts.subject: pl.String(),
+    Facts.relation: pl.String(),
+    Facts.object: pl.String(),
+    Facts.time: pl.String(),
+    Facts.time_text: pl.String(),
+    Facts.passage_id: pl.String(),
+    Facts.extractor: pl.String(),
+}
+
+EPISODES_DTYPES: dict[str, pl.DataType] = {
+    Episodes.episode_id: pl.String(),
+    Episodes.conversation_id: pl.String(),
+    Episodes.summary: pl.String(),
+    Episodes.events: pl.List(EVENT),
+    Episodes.passage_ids: pl.List(pl.String()),
+    Episodes.frame_ids: pl.List(pl.String()),
+    Episodes.first_time: pl.Datetime("us"),
+    Episodes.last_time: pl.Datetime("us"),
+}
+
+
+def frames_frame(rows: list[dict]) -> pl.DataFrame:
+    return pl.DataFrame(rows, schema=FRAMES_DTYPES)
+
+
+def facts_frame(rows: list[dict]) -> pl.DataFrame:
+    return pl.DataFrame(rows, schema=FACTS_DTYPES)
+
+
+def episodes_frame(rows: list[dict]) -> pl.DataFrame:
+    return pl.DataFrame(rows, schema=EPISODES_DTYPES)

