@@ -4,24 +4,28 @@ from __future__ import annotations
 
 from dagster import Definitions
 
+from seem_dagster.defs.assets.episodic import episodes, extract_frames
 from seem_dagster.defs.assets.ingest import ingest_conversation
 from seem_dagster.defs.checks import CHECKS
 from seem_dagster.defs.jobs import build_memory
-from seem_dagster.defs.resources import SeemSettings, SnapshotIOManager, default_inbox, default_store
+from seem_dagster.defs.resources import MemorySettings, SeemSettings, SnapshotIOManager, default_inbox, default_store
 from seem_dagster.defs.schedules import nightly_rebuild
 from seem_dagster.defs.sensors import inbox_sensor
 
 
-def build_defs(store_root: str | None = None, inbox: str | None = None, **settings) -> Definitions:
+def build_defs(
+    store_root: str | None = None, inbox: str | None = None, memory: MemorySettings | None = None, **settings
+) -> Definitions:
     store_root = store_root or default_store()
     return Definitions(
-        assets=[ingest_conversation],
+        assets=[ingest_conversation, extract_frames, episodes],
         asset_checks=CHECKS,
         jobs=[build_memory],
         sensors=[inbox_sensor],
         schedules=[nightly_rebuild],
         resources={
             "settings": SeemSettings(store_root=store_root, inbox=inbox or default_inbox(), **settings),
+            "memory": memory or MemorySettings(),
             "snapshot_io_manager": SnapshotIOManager(store_root=store_root),
         },
     )

@@ -3,10 +3,10 @@
 
 import pandera.errors
 import polars as pl
-from dagster import AssetCheckResult, AssetCheckSeverity, MetadataValue, asset_check
+from dagster import AssetCheckResult, AssetCheckSeverity, AssetIn, MetadataValue, asset_check
 
 from seem_dagster.defs.metadata import markdown_table
-from seem_dagster.schemas import Passages, Questions
+from seem_dagster.schemas import Episodes, EventFrames, Facts, Passages, Questions
 
 
 def schema_result(model, frame: pl.DataFrame) -> AssetCheckResult:
@@ -35,4 +35,62 @@ def questions_schema(questions: pl.DataFrame) -> AssetCheckResult:
     return schema_result(Questions, questions)
 
 
-CHECKS = [passages_schema, questions_schema]
+@asset_check(asset="event_frames", blocking=True, description="event_frames match the EventFrames schema (pandera)")
+def event_frames_schema(event_frames: pl.DataFrame) -> AssetCheckResult:
+    return schema_result(EventFrames, event_frames)
+
+
+@asset_check(asset="facts", blocking=True, description="facts match the Facts schema (pandera)")
+def facts_schema(facts: pl.DataFrame) -> AssetCheckResult:
+    return schema_result(Facts, facts)
+
+
+@asset_check(asset="episodes", blocking=True, description="episodes match the Episodes schema (pandera)")
+def episodes_schema(episodes: pl.DataFrame) -> AssetCheckResult:
+    return schema_result(Episodes, episodes)
+
+
+def provenance_result(pointers: list[str], passages: pl.DataFrame, *, cover_all: bool = False) -> AssetCheckResult:
+    known = set(passages[Passages.passage_id].to_list())
+    dangling = sorted(set(pointers) - known)
+    missing = sorted(known - set(pointers)) if cover_all else []
+    metadata = {
+        "pointers": MetadataValue.int(len(pointers)),
+        "dangling": MetadataValue.int(len(dangling)),
+        "dangling_sample": MetadataValue.text(", ".join(dangling[:10]) or "none"),
+    }
+    if cover_all:
+        metadata["passages_not_covered"] = MetadataValue.int(len(missing))
+        metadata["not_covered_sample"] = MetadataValue.text(", ".join(missing[:10]) or "none")
+    return AssetCheckResult(passed=not dangling and not missing, metadata=metadata)
+
+
+@asset_check(
+    asset="event_frames", blocking=True, additional_ins={"passages": AssetIn("passages")},
+    description="every frame points to an existing passage, and every passage has a frame",
+)
+def event_frames_provenance(event_frames: pl.DataFrame, passages: pl.DataFrame) -> AssetCheckResult:
+    return provenance_result(event_frames[EventFrames.passage_id].to_list(), passages, cover_all=True)
+
+
+@asset_check(
+    asset="facts", blocking=True, additional_ins={"passages": AssetIn("passages")},
+    description="every fact points to an existing passage",
+)
+def facts_provenance(facts: pl.DataFrame, passages: pl.DataFrame) -> AssetCheckResult:
+    return provenance_result(facts[Facts.passage_id].to_list(), passages)
+
+
+@asset_check(
+    asset="episodes", blocking=True, additional_ins={"passages": AssetIn("passages")},
+    description="every episode pointer resolves, and every passage is in an episode (fusion never loses a turn)",
+)
+def episodes_provenance(episodes: pl.DataFrame, passages: pl.DataFrame) -> AssetCheckResult:
+    pointers = [p for ps in episodes[Episodes.passage_ids].to_list() for p in ps]
+    return provenance_result(pointers, passages, cover_all=True)
+
+
+CHECKS = [
+    passages_schema, questions_schema, event_frames_schema, facts_schema, episodes_schema,
+    event_frames_provenance, facts_provenance, episodes_provenance,
+]

@@ -8,6 +8,7 @@ from dagster import ConfigurableIOManagerFactory, ConfigurableResource, EnvVar  
 from upath import UPath
 
 from seem_dagster.defs.io_manager import ParquetSnapshotIOManager
+from seem_dagster.fusion import FusionConfig
 from seem_dagster.ingest import IngestOptions
 
 DEFAULT_STORE = "assets"
@@ -44,3 +45,35 @@ class SnapshotIOManager(ConfigurableIOManagerFactory):
 
     def create_io_manager(self, context) -> ParquetSnapshotIOManager:
         return ParquetSnapshotIOManager(UPath(self.store_root))
+
+
+_FUSION = FusionConfig()
+
+
+class MemorySettings(ConfigurableResource):
+    """Which extractor and embedder build the memory, and the fusion judge's thresholds."""
+
+    extractor: str = "embedded"
+    embedder: str = "minilm"
+    fusion_candidates: int = _FUSION.candidates
+    fusion_threshold: float = _FUSION.threshold
+    fusion_min_similarity: float = _FUSION.min_similarity
+    fusion_adjacency_bonus: float = _FUSION.adjacency_bonus
+    fusion_adjacency_turns: int = _FUSION.adjacency_turns
+    fusion_participant_bonus: float = _FUSION.participant_bonus
+    fusion_time_bonus: float = _FUSION.time_bonus
+    fusion_time_window_days: float = _FUSION.time_window_days
+    fusion_max_passages: int = _FUSION.max_passages
+
+    def fusion_config(self) -> FusionConfig:
+        return FusionConfig(
+            candidates=self.fusion_candidates,
+            threshold=self.fusion_threshold,
+            min_similarity=self.fusion_min_similarity,
+            adjacency_bonus=self.fusion_adjacency_bonus,
+            adjacency_turns=self.fusion_adjacency_turns,
+            participant_bonus=self.fusion_participant_bonus,
+            time_bonus=self.fusion_time_bonus,
+            time_window_days=self.fusion_time_window_days,
+            max_passages=self.fusion_max_passages,
+        )

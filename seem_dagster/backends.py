@@ -1,0 +1,24 @@
+"""Named extractors and embedders, built once per process (models take seconds to load)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from seem_dagster.embeddings.models import Embedder, get_embedder
+from seem_dagster.extraction.interface import Extractor
+
+EXTRACTORS = ("embedded",)
+
+
+@lru_cache(maxsize=None)
+def extractor(name: str = "embedded") -> Extractor:
+    if name == "embedded":
+        from seem_dagster.extraction.embedded import EmbeddedExtractor
+
+        return EmbeddedExtractor()
+    raise ValueError(f"unknown extractor {name!r}; known: {', '.join(EXTRACTORS)} (LLM backends: issue 6, not built yet)")
+
+
+@lru_cache(maxsize=None)
+def embedder(name: str = "minilm") -> Embedder:
+    return get_embedder(name)

@@ -1,0 +1,145 @@
+"""event_frames, facts and episodes: SEEM's episodic layer, one conversation per partition."""
+
+import json
+import time
+
+import polars as pl
+from dagster import AssetExecutionContext, AssetIn, AssetOut, MetadataValue, Output, asset, multi_asset
+
+from seem_dagster import backends, ids
+from seem_dagster.defs.metadata import markdown_table, table_metadata
+from seem_dagster.defs.partitions import conversations
+from seem_dagster.defs.resources import MemorySettings, SeemSettings
+from seem_dagster.embeddings import CachedEmbedder
+from seem_dagster.episodic import frame_items, fuse_frames
+from seem_dagster.extraction.interface import extract_with_cache, inputs_from_passages, to_tables
+from seem_dagster.schemas import Episodes, EventFrames, Facts, Passages
+from seem_dagster.store.cache import cache_path, read_cache_table, read_kv, write_cache_table, write_kv
+
+GROUP = "episodic"
+KINDS = {"parquet", "polars"}
+
+
+@multi_asset(
+    partitions_def=conversations,
+    ins={"passages": AssetIn()},
+    outs={
+        "event_frames": AssetOut(
+            description="One event frame per passage: a summary and its events (participants, action, time, "
+            "location, cause, manner), times resolved to ISO dates against the session date.",
+            group_name=GROUP, kinds=KINDS | {"spacy"}, io_manager_key="snapshot_io_manager",
+        ),
+        "facts": AssetOut(
+            description="Time-stamped quadruples (subject, relation, object, time) from each passage, "
+            "the speaker as the subject of 'I'. The graph layer builds on them.",
+            group_name=GROUP, kinds=KINDS | {"spacy"}, io_manager_key="snapshot_io_manager",
+        ),
+    },
+)
+def extract_frames(context: AssetExecutionContext, passages: pl.DataFrame, settings: SeemSettings, memory: MemorySettings):
+    extractor = backends.extractor(memory.extractor)
+    cache_file = cache_path(settings.root(), "extraction", f"{extractor.name}@{extractor.version}", context.partition_key)
+    cache = read_kv(cache_file)
+    inputs = inputs_from_passages(passages)
+    started = time.perf_counter()
+    run = extract_with_cache(extractor, inputs, cache)
+    seconds = time.perf_counter() - started
+    frames, facts = to_tables(inputs, run.results, extractor.name)
+    if run.new_entries:
+        write_kv(cache_file, {**cache, **run.new_entries})
+    events = frames[EventFrames.events].list.len()
+    timed = facts.filter(pl.col(Facts.time).is_not_null()).height
+    yield Output(
+        frames,
+        output_name="event_frames",
+        metadata={
+            **table_metadata(frames, [EventFrames.passage_id, EventFrames.summary]),
+            "extractor": MetadataValue.text(f"{extractor.name} v{extractor.version}"),
+            "cache_hits": MetadataValue.int(run.hits),
+            "extracted": MetadataValue.int(run.misses),
+            "seconds": MetadataValue.float(round(seconds, 2)),
+            "passages_per_second": MetadataValue.float(round(run.misses / seconds, 1) if run.misses and seconds else 0.0),
+            "events": MetadataValue.int(int(events.sum() or 0)),
+            "frames_without_events": MetadataValue.int(int((events == 0).sum())),
+        },
+    )
+    yield Output(
+        facts,
+        output_name="facts",
+        metadata={
+            **table_metadata(facts, [Facts.subject, Facts.relation, Facts.object, Facts.time, Facts.time_text]),
+            "with_time": MetadataValue.int(timed),
+            "cache_hits": MetadataValue.int(run.hits),
+        },
+    )
+
+
+@asset(
+    partitions_def=conversations,
+    ins={"event_frames": AssetIn(), "passages": AssetIn()},
+    group_name=GROUP,
+    kinds=KINDS | {"pytorch"},
+    io_manager_key="snapshot_io_manager",
+    description="Episodes: frames fused by the associative judge (summary embeddings, shared participants, "
+    "time), each pointing to every passage of one event across sessions.",
+)
+def episodes(context: AssetExecutionContext, event_frames: pl.DataFrame, passages: pl.DataFrame, settings: SeemSettings, memory: MemorySettings):
+    root, key = settings.root(), context.partition_key
+    config = memory.fusion_config()
+    base = backends.embedder(memory.embedder)
+    emb_file = cache_path(root, "embeddings", base.name, key)
+    embedder = CachedEmbedder(base, read_cache_table(emb_file))
+    started = time.perf_counter()
+    vectors = embedder.encode(event_frames[EventFrames.summary].to_list())
+    embed_seconds = time.perf_counter() - started
+    if embedder.added:
+        write_cache_table(emb_file, embedder.table())
+
+    config_key = ids.stable_hash("fusion", json.dumps(config.as_metadata(), sort_keys=True), base.name)
+    fusion_file = cache_path(root, "fusion", config_key, key)
+    previous = read_cache_table(fusion_file)
+    started = time.perf_counter()
+    result = fuse_frames(
+        frame_items(event_frames, passages, vectors), config, previous, config.as_metadata() if previous is not None else None
+    )
+    fuse_seconds = time.perf_counter() - started
+    table = result.episodes
+    write_cache_table(fusion_file, table)
+
+    sizes = table[Episodes.passage_ids].list.len()
+    session_of = dict(zip(passages[Passages.passage_id].to_list(), passages[Passages.session_index].to_list()))
+    cross = [len({session_of[p] for p in pids}) > 1 for pids in table[Episodes.passage_ids].to_list()]
+    sample = _sample_markdown(table, passages, cross)
+    return Output(
+        table,
+        metadata={
+            **table_metadata(table, [Episodes.summary, Episodes.first_time, Episodes.last_time]),
+            "frames": MetadataValue.int(result.stats.frames),
+            "fusion_rate": MetadataValue.float(round(result.stats.fusion_rate, 3)),
+            "passages_per_episode_mean": MetadataValue.float(round(float(sizes.mean() or 0), 2)),
+            "passages_per_episode_max": MetadataValue.int(int(sizes.max() or 0)),
+            "cross_session_episodes": MetadataValue.int(sum(cross)),
+            "fusion_mode": MetadataValue.text(f"{result.mode}: {result.reason}"),
+            "fusion_config": MetadataValue.json(config.as_metadata()),
+            "embedder": MetadataValue.text(base.name),
+            "embedding_cache_hits": MetadataValue.int(embedder.hits),
+            "embedded": MetadataValue.int(embedder.misses),
+            "embed_seconds": MetadataValue.float(round(embed_seconds, 2)),
+            "fuse_seconds": MetadataValue.float(round(fuse_seconds, 3)),
+            "sample_episode": MetadataValue.md(sample),
+        },
+    )
+
+
+def _sample_markdown(table: pl.DataFrame, passages: pl.DataFrame, cross: list[bool]) -> str:
+    """The largest cross-session episode (else the largest), with all of its turns and dates."""
+    if table.height == 0:
+        return "no episodes"
+    order = sorted(range(table.height), key=lambda i: (not cross[i], -len(table[Episodes.passage_ids][i])))
+    row = table.row(order[0], named=True)
+    turns = passages.filter(pl.col(Passages.passage_id).is_in(row[Episodes.passage_ids])).sort(
+        Passages.session_index, Passages.turn_index
+    )
+    return f"**{row[Episodes.summary]}**\n\n" + markdown_table(
+        turns, [Passages.source_ref, Passages.timestamp, Passages.speaker, Passages.text], rows=30, width=160
+    )

@@ -1,0 +1,122 @@
+"""Tables <-> fusion: build FrameItems from the frames and passages tables, and the episodes table back.
+
+Pure polars and numpy; the episodes asset calls ``fuse_frames`` and writes what it returns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from seem_dagster.fusion import Episode, FrameItem, FusionConfig, FusionStats, fuse, rebuild_state
+from seem_dagster.schemas import EVENT_ROLES, Episodes, EventFrames, Passages, episodes_frame
+
+
+def _anchors(events, speakers: set[str]) -> frozenset[str]:
+    names = set()
+    for event in events:
+        for person in event.get("participants") or []:
+            names.add(person)
+        if event.get("location"):
+            names.add(event["location"])
+    return frozenset(n.lower() for n in names if n and n not in speakers)
+
+
+def frame_items(frames: pl.DataFrame, passages: pl.DataFrame, vectors: np.ndarray) -> list[FrameItem]:
+    """One FrameItem per frame row; ``vectors`` are the frames' summary vectors in row order."""
+    position = {
+        r[Passages.passage_id]: (r[Passages.session_index], r[Passages.turn_index])
+        for r in passages.select(Passages.passage_id, Passages.session_index, Passages.turn_index).iter_rows(named=True)
+    }
+    speakers = set(passages[Passages.speaker].unique().to_list())
+    items = []
+    for row, vector in zip(frames.iter_rows(named=True), vectors, strict=True):
+        session_index, turn_index = position[row[EventFrames.passage_id]]
+        events = tuple(row[EventFrames.events] or [])
+        items.append(
+            FrameItem(
+                frame_id=row[EventFrames.frame_id],
+                passage_id=row[EventFrames.passage_id],
+                conversation_id=row[EventFrames.conversation_id],
+                timestamp=row[EventFrames.timestamp],
+                session_index=session_index,
+                turn_index=turn_index,
+                summary=row[EventFrames.summary],
+                events=events,
+                vector=vector,
+                anchors=_anchors(events, speakers),
+            )
+        )
+    return items
+
+
+def episodes_table(episodes: list[Episode]) -> pl.DataFrame:
+    rows = []
+    for e in sorted(episodes, key=lambda e: e.members[0].order):
+        rows.append(
+            {
+                Episodes.episode_id: e.episode_id,
+                Episodes.conversation_id: e.conversation_id,
+                Episodes.summary: e.summary(),
+                Episodes.events: [{role: ev.get(role) for role in EVENT_ROLES} for ev in e.events],
+                Episodes.passage_ids: e.passage_ids,
+                Episodes.frame_ids: [m.frame_id for m in e.members],
+                Episodes.first_time: e.first_time,
+                Episodes.last_time: e.last_time,
+            }
+        )
+    return episodes_frame(rows)
+
+
+@dataclass
+class FusionResult:
+    episodes: pl.DataFrame
+    stats: FusionStats
+    mode: str  # "full" or "incremental"
+    reason: str
+
+
+def fuse_frames(
+    items: list[FrameItem],
+    config: FusionConfig,
+    previous: pl.DataFrame | None = None,
+    previous_config: dict | None = None,
+) -> FusionResult:
+    """Fuse all frames, continuing from ``previous`` episodes when that gives the same answer.
+
+    Incremental only when the previous episodes were fused with the same config, all their frames
+    are still here unchanged, and every new frame comes after them in time order; otherwise a full
+    re-fusion (and the reason is reported).
+    """
+    stats = FusionStats()
+    by_id = {item.frame_id: item for item in items}
+    reason = _incremental_blocker(items, by_id, config, previous, previous_config)
+    if reason is None:
+        saved = [
+            (r[Episodes.episode_id], r[Episodes.conversation_id], [by_id[f] for f in r[Episodes.frame_ids]])
+            for r in previous.iter_rows(named=True)
+        ]
+        state = rebuild_state(sorted(saved, key=lambda s: s[2][0].order))
+        done = {f for _, _, members in saved for f in (m.frame_id for m in members)}
+        new = [i for i in items if i.frame_id not in done]
+        episodes = fuse(new, config, state, stats)
+        return FusionResult(episodes_table(episodes), stats, "incremental", f"{len(new)} new frames fused into {len(state)} episodes")
+    episodes = fuse(items, config, (), stats)
+    return FusionResult(episodes_table(episodes), stats, "full", reason)
+
+
+def _incremental_blocker(items, by_id, config, previous, previous_config) -> str | None:
+    if previous is None or previous.height == 0:
+        return "no previous episodes"
+    if previous_config != config.as_metadata():
+        return "fusion config changed"
+    old_ids = [f for fids in previous[Episodes.frame_ids].to_list() for f in fids]
+    if any(f not in by_id for f in old_ids):
+        return "frames of previous episodes changed or were removed"
+    old = set(old_ids)
+    new = [i for i in items if i.frame_id not in old]
+    if new and min(i.order for i in new) < max(by_id[f].order for f in old_ids):
+        return "new frames are not all later than the fused ones"
+    return None

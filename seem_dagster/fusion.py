@@ -1,0 +1,204 @@
+"""Associative fusion: frames, in time order, join the episode of the same event or start a new one.
+
+Pure: frames in, episodes out. For each frame the candidates are the top ``candidates`` existing
+episodes of the conversation by cosine between the frame's summary vector and the episode's
+(the normalised centroid of its frames' vectors). The rule judge scores each candidate:
+
+    score = cosine + adjacency bonus (follows one of the episode's turns closely in the same session)
+                   + participant bonus (shares a named participant or place other than the speakers)
+                   + time bonus (within ``time_window_days`` of the episode)
+
+and fuses at ``score >= threshold`` when ``cosine >= min_similarity``. Time proximity is evidence,
+not a gate, so a storyline can join across sessions weeks apart. Episodes are capped at
+``max_passages``. Fusing a later batch of frames into saved episodes gives the same episodes as
+fusing everything at once (the state is fully derived from the member frames, in join order).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+
+import numpy as np
+
+from seem_dagster import ids
+
+
+@dataclass(frozen=True)
+class FusionConfig:
+    candidates: int = 3
+    threshold: float = 0.62
+    min_similarity: float = 0.35
+    adjacency_bonus: float = 0.15
+    adjacency_turns: int = 2
+    participant_bonus: float = 0.08
+    time_bonus: float = 0.05
+    time_window_days: float = 14.0
+    max_passages: int = 16
+
+    def as_metadata(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class FrameItem:
+    frame_id: str
+    passage_id: str
+    conversation_id: str
+    timestamp: datetime
+    session_index: int
+    turn_index: int
+    summary: str
+    events: tuple[dict, ...]
+    vector: np.ndarray
+    anchors: frozenset[str] = frozenset()
+
+    @property
+    def order(self) -> tuple:
+        return (self.timestamp, self.session_index, self.turn_index)
+
+
+@dataclass
+class Episode:
+    episode_id: str
+    conversation_id: str
+    members: list[FrameItem] = field(default_factory=list)
+    vector_sum: np.ndarray | None = None
+    events: list[dict] = field(default_factory=list)
+    _event_keys: set = field(default_factory=set)
+
+    def add(self, frame: FrameItem) -> None:
+        self.members.append(frame)
+        v = frame.vector.astype(np.float64)
+        self.vector_sum = v.copy() if self.vector_sum is None else self.vector_sum + v
+        for event in frame.events:
+            key = (
+                (event.get("action") or "").lower(),
+                tuple(sorted(event.get("participants") or [])),
+                event.get("time"),
+            )
+            if key not in self._event_keys:
+                self._event_keys.add(key)
+                self.events.append(event)
+
+    @property
+    def centroid(self) -> np.ndarray:
+        norm = np.linalg.norm(self.vector_sum)
+        return (self.vector_sum / norm if norm > 0 else self.vector_sum).astype(np.float32)
+
+    @property
+    def anchors(self) -> set[str]:
+        return set().union(*(m.anchors for m in self.members))
+
+    @property
+    def passage_ids(self) -> list[str]:
+        return [m.passage_id for m in self.members]
+
+    @property
+    def first_time(self) -> datetime:
+        return min(m.timestamp for m in self.members)
+
+    @property
+    def last_time(self) -> datetime:
+        return max(m.timestamp for m in self.members)
+
+    def summary(self) -> str:
+        """The most central frame's summary, with the span of the event when it has several turns."""
+        centre = self.centroid
+        best = max(self.members, key=lambda m: float(m.vector @ centre))
+        if len(self.members) == 1:
+            return best.summary
+        sessions = len({m.session_index for m in self.members})
+        span = f"{self.first_time:%Y-%m-%d}" + (f" to {self.last_time:%Y-%m-%d}" if self.last_time.date() != self.first_time.date() else "")
+        return f"{best.summary} [{len(self.members)} turns, {sessions} session{'s' if sessions > 1 else ''}, {span}]"
+
+
+@dataclass(frozen=True)
+class Judgement:
+    same: bool
+    score: float
+    similarity: float
+    reason: str
+
+
+def judge(frame: FrameItem, episode: Episode, similarity: float, config: FusionConfig) -> Judgement:
+    parts = [f"cos {similarity:.2f}"]
+    score = similarity
+    last = episode.members[-1]
+    if (
+        last.session_index == frame.session_index
+        and 0 < frame.turn_index - last.turn_index <= config.adjacency_turns
+    ):
+        score += config.adjacency_bonus
+        parts.append("adjacent turn")
+    shared = frame.anchors & episode.anchors
+    if shared:
+        score += config.participant_bonus
+        parts.append("shares " + ", ".join(sorted(shared)[:3]))
+    gap_days = abs((frame.timestamp - episode.last_time).total_seconds()) / 86400
+    if gap_days <= config.time_window_days:
+        score += config.time_bonus
+        parts.append(f"{gap_days:.0f} days apart")
+    same = score >= config.threshold and similarity >= config.min_similarity
+    return Judgement(same, score, similarity, "; ".join(parts))
+
+
+@dataclass
+class FusionStats:
+    frames: int = 0
+    fused: int = 0
+    capped: int = 0
+
+    @property
+    def fusion_rate(self) -> float:
+        return self.fused / self.frames if self.frames else 0.0
+
+
+def episode_id(conversation_id: str, first_frame_id: str) -> str:
+    return "e_" + ids.stable_hash("episode", conversation_id, first_frame_id)
+
+
+def fuse(
+    frames: Iterable[FrameItem],
+    config: FusionConfig,
+    episodes: Sequence[Episode] = (),
+    stats: FusionStats | None = None,
+) -> list[Episode]:
+    """Fuse ``frames`` (any order; processed in time order) into ``episodes`` (kept, extended)."""
+    stats = stats if stats is not None else FusionStats()
+    result = list(episodes)
+    for frame in sorted(frames, key=lambda f: f.order):
+        stats.frames += 1
+        open_eps = [e for e in result if e.conversation_id == frame.conversation_id]
+        open_full = [e for e in open_eps if len(e.members) >= config.max_passages]
+        open_eps = [e for e in open_eps if len(e.members) < config.max_passages]
+        chosen = None
+        if open_eps:
+            centroids = np.stack([e.centroid for e in open_eps])
+            sims = centroids @ frame.vector
+            top = np.argsort(-sims, kind="stable")[: config.candidates]
+            judged = [(judge(frame, open_eps[i], float(sims[i]), config), open_eps[i]) for i in top]
+            passing = [(j, e) for j, e in judged if j.same]
+            if passing:
+                chosen = max(passing, key=lambda je: je[0].score)[1]
+        if chosen is None and open_full:
+            stats.capped += int(any(float(e.centroid @ frame.vector) >= config.threshold for e in open_full))
+        if chosen is None:
+            chosen = Episode(episode_id(frame.conversation_id, frame.frame_id), frame.conversation_id)
+            result.append(chosen)
+        else:
+            stats.fused += 1
+        chosen.add(frame)
+    return result
+
+
+def rebuild_state(members_by_episode: Sequence[tuple[str, str, Sequence[FrameItem]]]) -> list[Episode]:
+    """Episodes as saved (id, conversation, member frames in join order) -> the state fusion continues from."""
+    episodes = []
+    for eid, conversation_id, members in members_by_episode:
+        episode = Episode(eid, conversation_id)
+        for frame in members:
+            episode.add(frame)
+        episodes.append(episode)
+    return episodes
