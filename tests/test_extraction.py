@@ -1,0 +1,73 @@
+"""The embedded extractor on the real spaCy pipeline: roles, speaker resolution, absolute time, facts."""
+
+import polars as pl
+import pytest
+
+from conftest import SAMPLE
+from seem_dagster import backends
+from seem_dagster.extraction.interface import extract_with_cache, inputs_from_passages, to_tables
+from seem_dagster.ingest import load_input
+from seem_dagster.schemas import EventFrames, Facts, Passages
+
+
+@pytest.fixture(scope="module")
+def sample():
+    (conv,) = load_input(SAMPLE)
+    inputs = inputs_from_passages(conv.passages)
+    results = backends.extractor().extract(inputs)
+    by_ref = dict(zip(conv.passages[Passages.source_ref], conv.passages[Passages.passage_id]))
+    return {pid: res for pid, res in zip([i.passage_id for i in inputs], results)}, by_ref, inputs, results
+
+
+def test_first_person_becomes_the_speaker_and_yesterday_a_date(sample):
+    results, by_ref, _, _ = sample
+    res = results[by_ref["s2-01"]]  # Tomas, 2024-04-14: "I adopted a beagle yesterday!"
+    assert any(f.subject == "Tomas" and f.relation == "adopt" and f.object == "beagle" and f.time == "2024-04-13" for f in res.facts)
+    event = next(e for e in res.events if e.action.startswith("adopt"))
+    assert event.participants == ["Tomas"] and event.time == "2024-04-13" and event.time_text == "yesterday"
+    assert res.summary.startswith("Tomas: ") and "Tomas adopted a beagle yesterday (2024-04-13)" in res.summary
+
+
+def test_cause_location_and_future_dates(sample):
+    results, by_ref, _, _ = sample
+    pottery = results[by_ref["s1-10"]]
+    assert any(e.cause and "therapist" in e.cause for e in pottery.events)
+    wedding = results[by_ref["s2-07"]]  # "my sister Lena is getting married in Lisbon next month"
+    assert any(e.location == "Lisbon" for e in wedding.events)
+    assert any(e.time == "2024-05-01/2024-05-31" for e in wedding.events)
+    assert any((f.subject, f.relation, f.object) == ("Tomas", "sister", "Lena") for f in wedding.facts)
+    race = results[by_ref["s1-03"]]  # said in March 2024: "It's on the 20th of October"
+    assert any(e.time == "2024-10-20" for e in race.events)
+
+
+def test_you_resolves_to_the_other_speaker(sample):
+    results, by_ref, _, _ = sample
+    res = results[by_ref["s3-06"]]  # Tomas: "Did you see someone about it?"
+    assert "Priya" in res.summary and "you" not in res.summary.lower().split()
+
+
+def test_frames_and_facts_validate_and_cache_skips_everything_on_rerun(sample):
+    _, _, inputs, results = sample
+    frames, facts = to_tables(inputs, results, "embedded-spacy")
+    EventFrames.validate(frames)
+    Facts.validate(facts)
+    assert frames.height == 44 and facts.height > 20
+    extractor = backends.extractor()
+    first = extract_with_cache(extractor, inputs, {})
+    assert (first.hits, first.misses) == (0, 44)
+    second = extract_with_cache(extractor, inputs, first.new_entries)
+    assert (second.hits, second.misses, second.new_entries) == (44, 0, {})
+    assert [r.to_json() for r in second.results] == [r.to_json() for r in first.results]
+
+
+@pytest.mark.slow
+def test_frames_and_facts_validate_on_every_locomo_dev_conversation(locomo_dev):
+    extractor = backends.extractor()
+    for conv in load_input(locomo_dev):
+        inputs = inputs_from_passages(conv.passages)
+        frames, facts = to_tables(inputs, extractor.extract(inputs), extractor.name)
+        EventFrames.validate(frames, lazy=True)
+        Facts.validate(facts, lazy=True)
+        assert frames.height == conv.passages.height
+        assert set(facts[Facts.passage_id]) <= set(conv.passages[Passages.passage_id])
+        assert facts.filter(pl.col(Facts.time).is_not_null()).height > 0
