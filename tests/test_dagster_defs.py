@@ -149,3 +149,15 @@ def test_seem_demo_runs_on_the_bundled_sample(tmp_path):
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "priya-tomas: 44 passages in 4 sessions, 8 questions" in out.stdout
+
+
+def test_checks_run_on_the_built_partition_only(tmp_path):
+    # Regression: unpartitioned checks loaded every partition of the asset, failing on unbuilt ones.
+    store = tmp_path / "store"
+    path = write_jsonl(tmp_path / "two.jsonl", [message(conversation_id="alice"), message(conversation_id="bob")])
+    register_file(store, str(path))
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(conversations.name, ["alice", "bob"])
+    (outcome,) = build_conversations(build_defs(store_root=str(store)), ["alice"], instance=instance)
+    assert outcome.success, outcome.error
+    assert not snapshot.table_path(store, "passages", "bob").exists()

@@ -1,11 +1,18 @@
 """Asset checks: table schemas (blocking: nothing downstream runs on a bad table) and pointer integrity."""
 
 
+import warnings
+
 import pandera.errors
 import polars as pl
-from dagster import AssetCheckResult, AssetCheckSeverity, AssetIn, MetadataValue, asset_check
+from dagster import AssetCheckResult, AssetCheckSeverity, AssetIn, MetadataValue, PreviewWarning, asset_check
 
 from seem_dagster.defs.metadata import markdown_table
+from seem_dagster.defs.partitions import conversations
+# Checks must be partitioned like their assets (unpartitioned ones load every partition); Dagster
+# 1.13 marks that as preview. We rely on it knowingly, so the warning is not repeated on every load.
+warnings.filterwarnings("ignore", category=PreviewWarning, message="Specifying a partitions_def on an AssetCheckSpec")
+
 from seem_dagster.schemas import Episodes, EventFrames, Facts, Passages, Questions
 
 
@@ -25,27 +32,27 @@ def schema_result(model, frame: pl.DataFrame) -> AssetCheckResult:
     return AssetCheckResult(passed=True, metadata={"rows": MetadataValue.int(frame.height)})
 
 
-@asset_check(asset="passages", blocking=True, description="passages match the Passages schema (pandera)")
+@asset_check(partitions_def=conversations, asset="passages", blocking=True, description="passages match the Passages schema (pandera)")
 def passages_schema(passages: pl.DataFrame) -> AssetCheckResult:
     return schema_result(Passages, passages)
 
 
-@asset_check(asset="questions", blocking=True, description="questions match the Questions schema (pandera)")
+@asset_check(partitions_def=conversations, asset="questions", blocking=True, description="questions match the Questions schema (pandera)")
 def questions_schema(questions: pl.DataFrame) -> AssetCheckResult:
     return schema_result(Questions, questions)
 
 
-@asset_check(asset="event_frames", blocking=True, description="event_frames match the EventFrames schema (pandera)")
+@asset_check(partitions_def=conversations, asset="event_frames", blocking=True, description="event_frames match the EventFrames schema (pandera)")
 def event_frames_schema(event_frames: pl.DataFrame) -> AssetCheckResult:
     return schema_result(EventFrames, event_frames)
 
 
-@asset_check(asset="facts", blocking=True, description="facts match the Facts schema (pandera)")
+@asset_check(partitions_def=conversations, asset="facts", blocking=True, description="facts match the Facts schema (pandera)")
 def facts_schema(facts: pl.DataFrame) -> AssetCheckResult:
     return schema_result(Facts, facts)
 
 
-@asset_check(asset="episodes", blocking=True, description="episodes match the Episodes schema (pandera)")
+@asset_check(partitions_def=conversations, asset="episodes", blocking=True, description="episodes match the Episodes schema (pandera)")
 def episodes_schema(episodes: pl.DataFrame) -> AssetCheckResult:
     return schema_result(Episodes, episodes)
 
@@ -66,6 +73,7 @@ def provenance_result(pointers: list[str], passages: pl.DataFrame, *, cover_all:
 
 
 @asset_check(
+    partitions_def=conversations,
     asset="event_frames", blocking=True, additional_ins={"passages": AssetIn("passages")},
     description="every frame points to an existing passage, and every passage has a frame",
 )
@@ -74,6 +82,7 @@ def event_frames_provenance(event_frames: pl.DataFrame, passages: pl.DataFrame) 
 
 
 @asset_check(
+    partitions_def=conversations,
     asset="facts", blocking=True, additional_ins={"passages": AssetIn("passages")},
     description="every fact points to an existing passage",
 )
@@ -82,6 +91,7 @@ def facts_provenance(facts: pl.DataFrame, passages: pl.DataFrame) -> AssetCheckR
 
 
 @asset_check(
+    partitions_def=conversations,
     asset="episodes", blocking=True, additional_ins={"passages": AssetIn("passages")},
     description="every episode pointer resolves, and every passage is in an episode (fusion never loses a turn)",
 )
