@@ -46,6 +46,47 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_query(args: argparse.Namespace) -> int:
+    import json
+    from datetime import datetime
+
+    from seem_dagster import backends
+    from seem_dagster.defs.resources import MemorySettings
+    from seem_dagster.retrieval.answer import ask, passages_json
+    from seem_dagster.retrieval.load import load_index
+    from seem_dagster.store.snapshot import SnapshotError
+
+    try:
+        date = datetime.fromisoformat(args.date) if args.date else None
+    except ValueError:
+        return _fail(f"--date {args.date!r} is not an ISO date", EXIT_INPUT)
+    try:
+        index = load_index(args.store, args.conversation)
+    except SnapshotError as err:
+        return _fail(str(err), EXIT_RUN)
+    memory = MemorySettings()
+    answered = ask(
+        index, args.question, date, backends.extractor(memory.extractor), backends.embedder(memory.embedder),
+        memory.retrieval_config(), budget_words=args.budget,
+    )
+    items = passages_json(index, answered, args.k)
+    if args.json:
+        print(json.dumps({
+            "question": args.question, "conversation_id": args.conversation, "date": answered.date.isoformat(),
+            "mode": answered.result.mode, "passages": items,
+            "seed_facts": [s.__dict__ for s in answered.result.seeds],
+            "context": answered.context, "answer": None,
+        }, indent=2, ensure_ascii=False))
+        return 0
+    print(f"Q: {args.question}  (as of {answered.date:%Y-%m-%d}, {answered.result.mode} retrieval, {answered.seconds * 1000:.0f} ms)\n")
+    for item in items:
+        print(f"{item['rank']:>3}. [{item['source_ref']}] {item['timestamp'][:10]} {item['speaker']}: {item['text']}")
+        print(f"     why: {item['reason']}")
+    print("\n" + answered.context)
+    print("\n(no answering model configured: the evidence above is the output; LLM backends are issue 6)")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from seem_dagster.demo import run_demo
 
@@ -69,6 +110,16 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--allow-empty-turns", action="store_true", help="skip empty turns (each is reported) instead of stopping")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
     b.set_defaults(func=cmd_build)
+
+    q = sub.add_parser("query", help="retrieve the evidence for a question from a built conversation")
+    q.add_argument("question")
+    q.add_argument("--store", default=default_store(), help="snapshot root (default: %(default)s)")
+    q.add_argument("--conversation", required=True, metavar="ID")
+    q.add_argument("--date", help="the question's date (ISO); relative dates in the question resolve against it")
+    q.add_argument("--k", type=int, default=10, help="passages to return (default: %(default)s)")
+    q.add_argument("--budget", type=int, default=1000, help="context budget in words (default: %(default)s)")
+    q.add_argument("--json", action="store_true", help="print JSON: passages with passage_id, source_ref, text, timestamp, score, reason")
+    q.set_defaults(func=cmd_query)
 
     d = sub.add_parser("demo", help="build the bundled sample end to end and show what the memory holds")
     d.add_argument("--store", default=default_store(), help="snapshot root (default: %(default)s)")

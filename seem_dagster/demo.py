@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TextIO
 
-from seem_dagster.schemas import Episodes, Passages, Questions
+from seem_dagster.schemas import Passages, Questions
 from seem_dagster.store import snapshot
 
 SAMPLE_CONVERSATION = "sample_conversation.jsonl"
 SAMPLE_QUESTIONS = "sample_questions.jsonl"
+DEMO_K = 10
 
 
 def run_demo(*, store: str, sample_dir: Path, out: TextIO) -> int:
@@ -28,26 +29,36 @@ def run_demo(*, store: str, sample_dir: Path, out: TextIO) -> int:
         if not outcome.success:
             print(f"seem demo: {outcome.conversation_id} failed: {outcome.error}", file=out)
             return 1
+    from seem_dagster import backends
+    from seem_dagster.defs.resources import MemorySettings
+    from seem_dagster.retrieval.answer import ask
+    from seem_dagster.retrieval.load import load_index
+
+    memory = MemorySettings()
+    extractor, embedder = backends.extractor(memory.extractor), backends.embedder(memory.embedder)
+    found_all = total = 0
     for reg in registered:
         tables = snapshot.read_snapshot(store, reg.conversation_id, ["passages", "questions", "event_frames", "facts", "episodes"])
         passages, qs, episodes = tables["passages"], tables["questions"], tables["episodes"]
         print(f"\n{reg.conversation_id}: {passages.height} passages in {passages[Passages.session_id].n_unique()} sessions, "
               f"{tables['event_frames'].height} event frames, {tables['facts'].height} facts, {episodes.height} episodes, "
               f"{qs.height} questions; snapshots under {Path(store).resolve()}", file=out)
-        by_ref = {r[Passages.source_ref]: r for r in passages.iter_rows(named=True)}
-        ref_of = {r[Passages.passage_id]: r[Passages.source_ref] for r in by_ref.values()}
-        episode_of = {p: (i, len(ps)) for i, ps in enumerate(episodes[Episodes.passage_ids].to_list()) for p in ps}
+        index = load_index(store, reg.conversation_id)
+        rows = {r[Passages.passage_id]: r for r in passages.iter_rows(named=True)}
         for q in qs.iter_rows(named=True):
+            answered = ask(index, q[Questions.question], q[Questions.question_date], extractor, embedder, memory.retrieval_config())
+            top = answered.result.ranked[:DEMO_K]
+            refs = [rows[i.passage_id][Passages.source_ref] for i in top]
+            gold = q[Questions.evidence]
+            hit = [g for g in gold if g in refs]
+            total += 1
+            found_all += len(hit) == len(gold)
             print(f"\nQ {q[Questions.question_id]}: {q[Questions.question]}", file=out)
-            for ref in q[Questions.evidence]:
-                turn = by_ref[ref]
-                index, size = episode_of[turn[Passages.passage_id]]
-                mates = [ref_of[p] for p in episodes[Episodes.passage_ids][index].to_list() if ref_of[p] != ref]
-                print(f"   gold {ref} [{turn[Passages.timestamp]:%Y-%m-%d}] {turn[Passages.speaker]}: {turn[Passages.text]}", file=out)
-                print(f"        in episode {index} with {', '.join(mates) or 'no other turn'}", file=out)
-    print(
-        "\nNOT YET: retrieval (issue 4) is not built, so the demo shows the gold turns from the stored "
-        "passages and the episodes fusion put them in, not evidence retrieved by the memory.",
-        file=out,
-    )
+            print(f"   gold {', '.join(gold)}: {len(hit)}/{len(gold)} in the top {DEMO_K} evidence turns", file=out)
+            for item in top:
+                r = rows[item.passage_id]
+                mark = "*" if r[Passages.source_ref] in gold else " "
+                print(f" {mark} [{r[Passages.source_ref]}] {r[Passages.timestamp]:%Y-%m-%d} {r[Passages.speaker]}: {r[Passages.text][:90]}", file=out)
+                print(f"        why: {item.reason}", file=out)
+    print(f"\nAll gold turns found for {found_all} of {total} questions (top {DEMO_K}; * marks a gold turn).", file=out)
     return 0

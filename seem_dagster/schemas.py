@@ -145,6 +145,45 @@ class Embeddings(pa.DataFrameModel):
         strict = True
 
 
+class Entities(pa.DataFrameModel):
+    """Entities named by facts, merged on their normalised name; aliases are the spellings seen."""
+
+    entity_id: str = pa.Field(unique=True, str_matches=r"^n_[0-9a-f]{16}$")
+    conversation_id: str = pa.Field()
+    name: str = pa.Field(str_length={"min_value": 1})
+    aliases: pl.List(pl.String) = pa.Field()
+    passage_ids: pl.List(pl.String) = pa.Field()
+
+    class Config:
+        strict = True
+
+
+class GraphEdges(pa.DataFrameModel):
+    """Undirected edges between entity and passage nodes; igraph is rebuilt from this on load."""
+
+    source: str = pa.Field()
+    target: str = pa.Field()
+    kind: str = pa.Field(isin=["fact", "mention", "synonym"])
+    weight: float = pa.Field(gt=0)
+
+    class Config:
+        strict = True
+
+
+class Retrieved(pa.DataFrameModel):
+    """Retrieved context for a question: ranked passages with their scores and reasons."""
+
+    question_id: str = pa.Field()
+    rank: int = pa.Field(ge=1)
+    passage_id: str = pa.Field()
+    source_ref: str = pa.Field()
+    score: float = pa.Field()
+    reason: str = pa.Field()
+
+    class Config:
+        strict = True
+
+
 PASSAGES_DTYPES: dict[str, pl.DataType] = {
     Passages.passage_id: pl.String(),
     Passages.conversation_id: pl.String(),
@@ -222,3 +261,43 @@ def facts_frame(rows: list[dict]) -> pl.DataFrame:
 
 def episodes_frame(rows: list[dict]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=EPISODES_DTYPES)
+
+
+ENTITIES_DTYPES: dict[str, pl.DataType] = {
+    Entities.entity_id: pl.String(),
+    Entities.conversation_id: pl.String(),
+    Entities.name: pl.String(),
+    Entities.aliases: pl.List(pl.String()),
+    Entities.passage_ids: pl.List(pl.String()),
+}
+
+EDGES_DTYPES: dict[str, pl.DataType] = {
+    GraphEdges.source: pl.String(),
+    GraphEdges.target: pl.String(),
+    GraphEdges.kind: pl.String(),
+    GraphEdges.weight: pl.Float64(),
+}
+
+RETRIEVED_DTYPES: dict[str, pl.DataType] = {
+    Retrieved.question_id: pl.String(),
+    Retrieved.rank: pl.Int64(),
+    Retrieved.passage_id: pl.String(),
+    Retrieved.source_ref: pl.String(),
+    Retrieved.score: pl.Float64(),
+    Retrieved.reason: pl.String(),
+}
+
+
+def embeddings_frame(kind: str, item_ids: list[str], vectors, model: str, dim: int = 384) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            Embeddings.kind: [kind] * len(item_ids),
+            Embeddings.item_id: item_ids,
+            Embeddings.vector: vectors,
+            Embeddings.model: [model] * len(item_ids),
+        },
+        schema={
+            Embeddings.kind: pl.String(), Embeddings.item_id: pl.String(),
+            Embeddings.vector: pl.Array(pl.Float32(), dim), Embeddings.model: pl.String(),
+        },
+    )

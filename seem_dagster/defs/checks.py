@@ -13,7 +13,7 @@ from seem_dagster.defs.partitions import conversations
 # 1.13 marks that as preview. We rely on it knowingly, so the warning is not repeated on every load.
 warnings.filterwarnings("ignore", category=PreviewWarning, message="Specifying a partitions_def on an AssetCheckSpec")
 
-from seem_dagster.schemas import Episodes, EventFrames, Facts, Passages, Questions
+from seem_dagster.schemas import Entities, Episodes, EventFrames, Facts, GraphEdges, Passages, Questions
 
 
 def schema_result(model, frame: pl.DataFrame) -> AssetCheckResult:
@@ -100,7 +100,32 @@ def episodes_provenance(episodes: pl.DataFrame, passages: pl.DataFrame) -> Asset
     return provenance_result(pointers, passages, cover_all=True)
 
 
+@asset_check(partitions_def=conversations, asset="entities", blocking=True, description="entities match the Entities schema (pandera)")
+def entities_schema(entities: pl.DataFrame) -> AssetCheckResult:
+    return schema_result(Entities, entities)
+
+
+@asset_check(
+    partitions_def=conversations,
+    asset="graph_edges", blocking=True,
+    additional_ins={"passages": AssetIn("passages"), "entities": AssetIn("entities")},
+    description="graph_edges match the schema and every edge joins existing passage or entity nodes",
+)
+def graph_edges_integrity(graph_edges: pl.DataFrame, passages: pl.DataFrame, entities: pl.DataFrame) -> AssetCheckResult:
+    result = schema_result(GraphEdges, graph_edges)
+    if not result.passed:
+        return result
+    nodes = set(passages[Passages.passage_id].to_list()) | set(entities[Entities.entity_id].to_list())
+    ends = set(graph_edges[GraphEdges.source].to_list()) | set(graph_edges[GraphEdges.target].to_list())
+    dangling = sorted(ends - nodes)
+    return AssetCheckResult(
+        passed=not dangling,
+        metadata={"edges": MetadataValue.int(graph_edges.height), "dangling_nodes": MetadataValue.int(len(dangling))},
+    )
+
+
 CHECKS = [
+    entities_schema, graph_edges_integrity,
     passages_schema, questions_schema, event_frames_schema, facts_schema, episodes_schema,
     event_frames_provenance, facts_provenance, episodes_provenance,
 ]

@@ -10,6 +10,7 @@ from upath import UPath
 from seem_dagster.defs.io_manager import ParquetSnapshotIOManager
 from seem_dagster.fusion import FusionConfig
 from seem_dagster.ingest import IngestOptions
+from seem_dagster.retrieval.search import RetrievalConfig
 
 DEFAULT_STORE = "assets"
 DEFAULT_INBOX = "inbox"
@@ -48,6 +49,7 @@ class SnapshotIOManager(ConfigurableIOManagerFactory):
 
 
 _FUSION = FusionConfig()
+_RETRIEVAL = RetrievalConfig()
 
 
 class MemorySettings(ConfigurableResource):
@@ -64,6 +66,22 @@ class MemorySettings(ConfigurableResource):
     fusion_time_bonus: float = _FUSION.time_bonus
     fusion_time_window_days: float = _FUSION.time_window_days
     fusion_max_passages: int = _FUSION.max_passages
+    synonym_threshold: float = 0.8
+    synonym_max_per_node: int = 100
+    top_facts: int = _RETRIEVAL.top_facts
+    min_fact_score: float = _RETRIEVAL.min_fact_score
+    damping: float = _RETRIEVAL.damping
+    passage_share: float = _RETRIEVAL.passage_share
+    top_passages_rpe: int = _RETRIEVAL.top_passages_rpe
+    rpe_max_per_episode: int = _RETRIEVAL.rpe_max_per_episode
+    k: int = 50
+
+    def retrieval_config(self) -> RetrievalConfig:
+        return RetrievalConfig(
+            top_facts=self.top_facts, min_fact_score=self.min_fact_score, damping=self.damping,
+            passage_share=self.passage_share, top_passages_rpe=self.top_passages_rpe,
+            rpe_max_per_episode=self.rpe_max_per_episode,
+        )
 
     def fusion_config(self) -> FusionConfig:
         return FusionConfig(

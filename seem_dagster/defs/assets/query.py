@@ -1,0 +1,52 @@
+"""retrieved_context: every stored question of a conversation run through retrieval, with reasons."""
+
+import numpy as np
+import polars as pl
+from dagster import AssetExecutionContext, AssetIn, MetadataValue, Output, asset
+
+from seem_dagster import backends
+from seem_dagster.defs.metadata import table_metadata
+from seem_dagster.defs.partitions import conversations
+from seem_dagster.defs.resources import MemorySettings
+from seem_dagster.retrieval.answer import ask
+from seem_dagster.retrieval.index import MemoryIndex
+from seem_dagster.schemas import RETRIEVED_DTYPES, Passages, Questions, Retrieved
+
+
+@asset(
+    partitions_def=conversations,
+    ins={n: AssetIn() for n in ("questions", "passages", "facts", "entities", "episodes", "graph_edges", "retrieval_index")},
+    group_name="query", kinds={"parquet", "igraph"}, io_manager_key="snapshot_io_manager",
+    description="The retrieved context of every stored question: ranked passages, source refs, scores and the "
+    "reason each passage is there (seed fact, PageRank, or the episode that expanded it).",
+)
+def retrieved_context(
+    context: AssetExecutionContext, questions, passages, facts, entities, episodes, graph_edges, retrieval_index,
+    memory: MemorySettings,
+):
+    index = MemoryIndex.from_tables(passages, facts, entities, episodes, graph_edges, retrieval_index)
+    extractor, embedder = backends.extractor(memory.extractor), backends.embedder(memory.embedder)
+    config = memory.retrieval_config()
+    refs = dict(zip(passages[Passages.passage_id].to_list(), passages[Passages.source_ref].to_list()))
+    rows, seconds, recalls = [], [], []
+    for q in questions.iter_rows(named=True):
+        answered = ask(index, q[Questions.question], q[Questions.question_date], extractor, embedder, config)
+        seconds.append(answered.seconds)
+        top = answered.result.ranked[: memory.k]
+        for rank, item in enumerate(top, start=1):
+            rows.append((q[Questions.question_id], rank, item.passage_id, refs[item.passage_id], item.score, item.reason))
+        gold = set(q[Questions.evidence])
+        if gold:
+            found = {refs[i.passage_id] for i in top[:10]}
+            recalls.append(len(gold & found) / len(gold))
+    table = pl.DataFrame(rows, schema=RETRIEVED_DTYPES, orient="row")
+    return Output(
+        table,
+        metadata={
+            **table_metadata(table, [Retrieved.question_id, Retrieved.rank, Retrieved.source_ref, Retrieved.reason]),
+            "questions": MetadataValue.int(questions.height),
+            "latency_p50_ms": MetadataValue.float(round(float(np.percentile(seconds, 50)) * 1000, 1) if seconds else 0.0),
+            "latency_p95_ms": MetadataValue.float(round(float(np.percentile(seconds, 95)) * 1000, 1) if seconds else 0.0),
+            "evidence_recall_at_10": MetadataValue.float(round(float(np.mean(recalls)), 3) if recalls else 0.0),
+        },
+    )

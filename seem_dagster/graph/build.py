@@ -1,0 +1,54 @@
+"""The graph: entity and passage nodes; fact, mention and synonym edges. Stored as an edge table,
+rebuilt into an undirected igraph Graph on load (milliseconds for a conversation; no pickles)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import igraph as ig
+import polars as pl
+
+from seem_dagster.graph.entities import entity_id, normalise
+from seem_dagster.schemas import EDGES_DTYPES, Facts, GraphEdges, Passages
+
+FACT, MENTION, SYNONYM = "fact", "mention", "synonym"
+
+
+def graph_edges(facts: pl.DataFrame, synonyms: Sequence[tuple[str, str, float]]) -> pl.DataFrame:
+    fact_counts: Counter = Counter()
+    mention_counts: Counter = Counter()
+    for cid, subject, obj, pid in facts.select(Facts.conversation_id, Facts.subject, Facts.object, Facts.passage_id).iter_rows():
+        s, o = entity_id(cid, normalise(subject)), entity_id(cid, normalise(obj))
+        if s != o:
+            fact_counts[tuple(sorted((s, o)))] += 1
+        mention_counts[(pid, s)] += 1
+        if o != s:
+            mention_counts[(pid, o)] += 1
+    rows = [(a, b, FACT, float(n)) for (a, b), n in sorted(fact_counts.items())]
+    rows += [(p, e, MENTION, float(n)) for (p, e), n in sorted(mention_counts.items())]
+    rows += [(a, b, SYNONYM, float(w)) for a, b, w in synonyms]
+    return pl.DataFrame(rows, schema=EDGES_DTYPES, orient="row")
+
+
+@dataclass
+class MemoryGraph:
+    graph: ig.Graph
+    index: dict[str, int]  # node id -> vertex index
+    passage_vertices: list[int]
+    passage_ids: list[str]
+
+
+def to_igraph(passages: pl.DataFrame, entity_ids: Sequence[str], edges: pl.DataFrame) -> MemoryGraph:
+    """Vertices: every passage (so the dense share reaches turns without facts), then every entity."""
+    passage_ids = passages[Passages.passage_id].to_list()
+    names = passage_ids + list(entity_ids)
+    index = {n: i for i, n in enumerate(names)}
+    src = [index[s] for s in edges[GraphEdges.source].to_list()]
+    dst = [index[t] for t in edges[GraphEdges.target].to_list()]
+    graph = ig.Graph(n=len(names), edges=list(zip(src, dst)), directed=False)
+    graph.vs["name"] = names
+    graph.es["weight"] = edges[GraphEdges.weight].to_list()
+    graph.es["kind"] = edges[GraphEdges.kind].to_list()
+    return MemoryGraph(graph, index, list(range(len(passage_ids))), passage_ids)

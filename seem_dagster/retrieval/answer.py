@@ -1,0 +1,52 @@
+"""Run retrieval for questions and shape the output rows (pure apart from the model calls)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+from seem_dagster.retrieval.context import render, select_within_budget
+from seem_dagster.retrieval.index import MemoryIndex
+from seem_dagster.retrieval.query import encode_query
+from seem_dagster.retrieval.search import RetrievalConfig, RetrievalResult, retrieve
+from seem_dagster.schemas import Passages
+
+
+@dataclass
+class Answered:
+    question: str
+    date: datetime
+    result: RetrievalResult
+    context: str
+    seconds: float
+
+
+def ask(index: MemoryIndex, question: str, date: datetime | None, extractor, embedder, config: RetrievalConfig, *, budget_words: int = 1000) -> Answered:
+    date = date or index.passages[Passages.timestamp].max()
+    started = time.perf_counter()
+    query = encode_query(question, date, extractor, embedder, index.passages[Passages.conversation_id][0])
+    result = retrieve(index, query.vector, query.fact_vectors, config)
+    seconds = time.perf_counter() - started
+    context = render(index, result, select_within_budget(index, result, budget_words))
+    return Answered(question, date, result, context, seconds)
+
+
+def passages_json(index: MemoryIndex, answered: Answered, k: int) -> list[dict]:
+    rows = {r[Passages.passage_id]: r for r in index.passages.iter_rows(named=True)}
+    out = []
+    for rank, item in enumerate(answered.result.ranked[:k], start=1):
+        r = rows[item.passage_id]
+        out.append(
+            {
+                "rank": rank,
+                "passage_id": item.passage_id,
+                "source_ref": r[Passages.source_ref],
+                "speaker": r[Passages.speaker],
+                "text": r[Passages.text],
+                "timestamp": r[Passages.timestamp].isoformat(),
+                "score": round(item.score, 6),
+                "reason": item.reason,
+            }
+        )
+    return out

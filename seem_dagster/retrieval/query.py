@@ -1,0 +1,32 @@
+"""A question -> the vectors retrieval needs: the question's own and those of its extracted quadruples."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from seem_dagster.extraction.interface import Extractor, Fact, PassageInput
+from seem_dagster.retrieval.index import fact_text
+
+QUERY_SPEAKER = "user"
+
+
+@dataclass
+class EncodedQuery:
+    question: str
+    date: datetime
+    vector: np.ndarray
+    facts: list[Fact]
+    fact_vectors: np.ndarray
+
+
+def encode_query(question: str, date: datetime, extractor: Extractor, embedder, conversation_id: str = "query") -> EncodedQuery:
+    """Relative dates in the question resolve against ``date`` (e.g. LongMemEval's question_date)."""
+    (extraction,) = extractor.extract(
+        [PassageInput(passage_id="query", conversation_id=conversation_id, speaker=QUERY_SPEAKER, text=question, timestamp=date)]
+    )
+    texts = [question] + [fact_text(f.subject, f.relation, f.object) for f in extraction.facts]
+    vectors = embedder.encode(texts)
+    return EncodedQuery(question, date, vectors[0], extraction.facts, vectors[1:])
