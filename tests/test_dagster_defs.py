@@ -148,7 +148,11 @@ def test_seem_demo_runs_on_the_bundled_sample(tmp_path):
         capture_output=True, text=True, timeout=600,
     )
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "priya-tomas: 44 passages in 4 sessions, 8 questions" in out.stdout
+    assert "priya-tomas: 44 passages in 4 sessions" in out.stdout
+    assert "All gold turns found for" in out.stdout
+    # Every sample question has at least one of its gold turns among the top-10 evidence.
+    hits = [line for line in out.stdout.splitlines() if line.strip().startswith("gold ")]
+    assert len(hits) == 8 and all(not line.split(": ")[-1].startswith("0/") for line in hits)
 
 
 def test_checks_run_on_the_built_partition_only(tmp_path):

@@ -71,3 +71,20 @@ def test_a_rebuild_with_nothing_new_hits_every_cache(tmp_path):
     assert (episodes_meta["embedding_cache_hits"], episodes_meta["embedded"]) == (44, 0)
     assert "sample_episode" in episodes_meta and 0 <= episodes_meta["fusion_rate"] < 1
     assert episodes_meta["fusion_config"]["threshold"] == 0.68
+
+
+def test_query_job_turns_stored_questions_into_retrieved_context(tmp_path):
+    from seem_dagster.schemas import Retrieved
+
+    store, instance = tmp_path / "store", DagsterInstance.ephemeral()
+    _build(store, SAMPLE, instance)
+    register_file(store, str(SAMPLE), "jsonl", questions=str(SAMPLE_QUESTIONS))
+    build_conversations(build_defs(store_root=str(store)), [CID], instance=instance)
+    (outcome,) = build_conversations(build_defs(store_root=str(store)), [CID], instance=instance, job_name="query_memory")
+    assert outcome.success, outcome.error
+    table = snapshot.read_table(snapshot.table_path(store, "retrieved_context", CID))
+    Retrieved.validate(table)
+    assert table["question_id"].n_unique() == 8
+    assert table.filter(table["rank"] == 1)["reason"].str.len_chars().min() > 0
+    meta = _meta(instance, "retrieved_context")
+    assert meta["questions"] == 8 and meta["latency_p50_ms"] > 0 and 0 <= meta["evidence_recall_at_10"] <= 1

@@ -1,0 +1,168 @@
+"""Graph and retrieval on small hand-made memories, plus the query CLI on a built conversation."""
+
+import json
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from seem_dagster.graph.build import graph_edges
+from seem_dagster.graph.entities import SynonymConfig, entities_from_facts, entity_id, normalise, synonym_edges
+from seem_dagster.retrieval.index import ENTITY, FACT, PASSAGE, MemoryIndex
+from seem_dagster.retrieval.search import RetrievalConfig, reset_vector, retrieve, score_facts, seeds_from
+from seem_dagster.schemas import (
+    Entities, GraphEdges, embeddings_frame, episodes_frame, facts_frame, passages_frame,
+)
+
+DIM = 4
+T = datetime(2024, 1, 1)
+
+
+def unit(*xs):
+    v = np.array(xs + (0.0,) * (DIM - len(xs)), dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+def facts(rows):
+    return facts_frame([
+        {"fact_id": f"t_{i:016x}", "conversation_id": "c", "subject": s, "relation": r, "object": o,
+         "time": None, "time_text": None, "passage_id": p, "extractor": "hand"}
+        for i, (s, r, o, p) in enumerate(rows)
+    ])
+
+
+def passages(n):
+    return passages_frame([
+        {"passage_id": f"p{i}", "conversation_id": "c", "session_id": "s", "session_index": 0, "turn_index": i,
+         "speaker": "Ann", "text": f"turn {i}", "timestamp": T, "source_ref": f"D1:{i}"}
+        for i in range(n)
+    ])
+
+
+def episodes(groups):
+    return episodes_frame([
+        {"episode_id": f"e_{i:016x}", "conversation_id": "c", "summary": f"episode {i}", "events": [],
+         "passage_ids": g, "frame_ids": g, "first_time": T, "last_time": T}
+        for i, g in enumerate(groups)
+    ])
+
+
+def index(fact_rows, fact_vecs, n_passages, passage_vecs, groups=None):
+    f = facts(fact_rows)
+    ents = entities_from_facts(f)
+    p = passages(n_passages)
+    vectors = pl.concat([
+        embeddings_frame(PASSAGE, p["passage_id"].to_list(), np.stack(passage_vecs), "hand", DIM),
+        embeddings_frame(FACT, f["fact_id"].to_list(), np.stack(fact_vecs), "hand", DIM),
+        embeddings_frame(ENTITY, ents[Entities.entity_id].to_list(), np.stack([unit(1)] * ents.height), "hand", DIM),
+    ])
+    return MemoryIndex.from_tables(p, f, ents, episodes(groups or [[f"p{i}"] for i in range(n_passages)]), graph_edges(f, []), vectors)
+
+
+def test_exact_normalised_names_merge_whatever_the_embeddings():
+    f = facts([("Mel", "paint", "a sunrise", "p0"), ("mel", "run", "charity race", "p1"), ("MEL's", "love", "The Sunrise", "p2")])
+    ents = entities_from_facts(f)
+    mel = ents.filter(pl.col(Entities.entity_id) == entity_id("c", "mel")).row(0, named=True)
+    assert sorted(mel[Entities.aliases]) == ["MEL's", "Mel", "mel"]
+    assert mel[Entities.passage_ids] == ["p0", "p1", "p2"]
+    assert normalise("a sunrise") == normalise("The Sunrise") == "sunrise"
+    assert ents.height == 3  # mel, sunrise, charity race
+
+
+def test_synonym_edges_threshold_cap_and_incremental_comparisons():
+    ids = ["a", "b", "c", "d"]
+    vecs = np.stack([unit(1, 0), unit(1, 0.1), unit(0, 1), unit(1, 0.05)])
+    cfg = SynonymConfig(threshold=0.8, max_per_node=100)
+    full = synonym_edges(ids, vecs, cfg)
+    assert {(a, b) for a, b, _ in full.edges} == {("a", "b"), ("a", "d"), ("b", "d")}
+    assert full.comparisons == 16
+    first = synonym_edges(ids[:3], vecs[:3], cfg)
+    increment = synonym_edges(ids, vecs, cfg, previous=first.edges, known=set(ids[:3]))
+    assert increment.edges == full.edges
+    assert increment.comparisons == 4  # only the new entity against all four, never all pairs again
+    capped = synonym_edges(ids, vecs, SynonymConfig(threshold=0.8, max_per_node=1))
+    assert len(capped.edges) == 1 and capped.edges[0][:2] == ("b", "d")  # the closest pair wins the cap
+
+
+def test_seed_weights_are_fact_score_over_entity_specificity():
+    # "ann" is in 3 passages, "guitar" in 1: the same seed gives guitar three times ann's reset.
+    idx = index(
+        [("Ann", "play", "guitar", "p0"), ("Ann", "visit", "Rome", "p1"), ("Ann", "like", "tea", "p2")],
+        [unit(1, 0), unit(0, 1), unit(0, 0, 1)], 3, [unit(0, 0, 0, 1)] * 3,
+    )
+    scores = score_facts(idx, unit(1, 0), np.zeros((0, DIM), np.float32))
+    seeds = seeds_from(idx, scores, RetrievalConfig(top_facts=1))
+    assert [(s.subject, s.object) for s in seeds] == [("Ann", "guitar")]
+    reset = reset_vector(idx, seeds, np.zeros(3), RetrievalConfig(passage_share=0.0))
+    ann, guitar = idx.graph.index[entity_id("c", "ann")], idx.graph.index[entity_id("c", "guitar")]
+    assert reset[guitar] == pytest.approx(1.0) and reset[ann] == pytest.approx(1 / 3)
+
+
+def test_pagerank_ranks_the_passage_of_the_seed_fact_first():
+    idx = index(
+        [("Ann", "play", "guitar", "p0"), ("Ann", "visit", "Rome", "p1"), ("Bo", "cook", "pasta", "p2")],
+        [unit(1, 0), unit(0, 1), unit(0, 0, 1)], 4, [unit(0, 0, 0, 1)] * 4,
+    )
+    result = retrieve(idx, unit(1, 0), np.zeros((0, DIM), np.float32), RetrievalConfig(top_facts=1, use_rpe=False))
+    assert result.mode == "graph"
+    order = [r.passage_id for r in result.ranked]
+    assert order[0] == "p0" and order.index("p1") < order.index("p2")  # p1 shares Ann with the seed
+    assert result.ranked[0].reason.startswith("seed fact (Ann; play; guitar)")
+    scores = [r.score for r in result.ranked]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_dense_fallback_when_no_fact_is_usable():
+    idx = index([("Ann", "play", "guitar", "p0")], [unit(1, 0)], 3, [unit(0, 1), unit(0, 0, 1), unit(0, 0.2, 1)])
+    result = retrieve(idx, unit(0, 0, 1), np.zeros((0, DIM), np.float32), RetrievalConfig(min_fact_score=0.5, use_rpe=False))
+    assert result.mode == "dense" and not result.seeds
+    assert [r.passage_id for r in result.ranked] == ["p1", "p2", "p0"]
+    assert "no usable fact" in result.ranked[0].reason
+
+
+def test_rpe_brings_every_passage_of_the_episode_right_after_its_anchor():
+    idx = index(
+        [("Ann", "play", "guitar", "p2"), ("Bo", "cook", "pasta", "p4")],
+        [unit(1, 0), unit(0, 1)], 6, [unit(0, 0, 0, 1)] * 6,
+        groups=[["p0", "p2", "p5"], ["p1"], ["p3"], ["p4"]],
+    )
+    cfg = RetrievalConfig(top_facts=1, top_passages_rpe=1, rpe_max_per_episode=10)
+    result = retrieve(idx, unit(1, 0), np.zeros((0, DIM), np.float32), cfg)
+    order = [r.passage_id for r in result.ranked]
+    assert order[:3] == ["p2", "p0", "p5"]  # the anchor, then its episode in time order
+    assert sorted(order) == [f"p{i}" for i in range(6)] and len(order) == 6
+    assert result.ranked[1].reason == "episode e_0000000000000000 expanded from anchor D1:2"
+    assert result.episodes == [0]
+
+
+def test_graph_edges_kinds_and_weights():
+    f = facts([("Ann", "play", "guitar", "p0"), ("ann", "play", "Guitar", "p1")])
+    edges = graph_edges(f, [("n_x", "n_y", 0.9)])
+    by_kind = dict(edges.group_by(GraphEdges.kind).len().iter_rows())
+    assert by_kind == {"fact": 1, "mention": 4, "synonym": 1}
+    assert edges.filter(pl.col(GraphEdges.kind) == "fact")[GraphEdges.weight].to_list() == [2.0]
+
+
+@pytest.mark.slow
+def test_seem_query_json_contract_on_a_built_locomo_conversation(locomo_dev, tmp_path):
+    seem = str(Path(sys.executable).parent / "seem")
+    store = str(tmp_path / "store")
+    built = subprocess.run([seem, "build", "--input", str(locomo_dev), "--conversation", "conv-30", "--store", store, "--quiet"],
+                           capture_output=True, text=True, timeout=900)
+    assert built.returncode == 0, built.stderr[-2000:]
+    out = subprocess.run([seem, "query", "--store", store, "--conversation", "conv-30", "--k", "5", "--json",
+                          "--date", "2023-08-01", "When did Jon lose his job as a banker?"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    payload = json.loads(out.stdout)
+    assert len(payload["passages"]) == 5
+    for item in payload["passages"]:
+        assert {"passage_id", "source_ref", "text", "timestamp", "score", "reason"} <= set(item)
+        assert item["reason"]
+    assert payload["date"].startswith("2023-08-01")
+    missing = subprocess.run([seem, "query", "--store", store, "--conversation", "nope", "hello"], capture_output=True, text=True)
+    assert missing.returncode == 1 and "no snapshot" in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
