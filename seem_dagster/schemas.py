@@ -184,28 +184,14 @@ class Retrieved(pa.DataFrameModel):
         strict = True
 
 
-PASSAGES_DTYPES: dict[str, pl.DataType] = {
-    Passages.passage_id: pl.String(),
-    Passages.conversation_id: pl.String(),
-    Passages.session_id: pl.String(),
-    Passages.session_index: pl.Int64(),
-    Passages.turn_index: pl.Int64(),
-    Passages.speaker: pl.String(),
-    Passages.text: pl.String(),
-    Passages.timestamp: pl.Datetime("us"),
-    Passages.source_ref: pl.String(),
-}
+def dtypes(model) -> dict[str, pl.DataType]:
+    """Column names and polars dtypes, in order, read off a schema (so they are written once)."""
+    return {name: column.dtype.type for name, column in model.to_schema().columns.items()}
 
-QUESTIONS_DTYPES: dict[str, pl.DataType] = {
-    Questions.question_id: pl.String(),
-    Questions.conversation_id: pl.String(),
-    Questions.question: pl.String(),
-    Questions.question_date: pl.Datetime("us"),
-    Questions.answer: pl.String(),
-    Questions.category: pl.String(),
-    Questions.evidence: pl.List(pl.String()),
-    Questions.evidence_sessions: pl.List(pl.String()),
-}
+
+PASSAGES_DTYPES = dtypes(Passages)
+
+QUESTIONS_DTYPES = dtypes(Questions)
 
 
 def passages_frame(rows: list[dict]) -> pl.DataFrame:
@@ -217,38 +203,11 @@ def questions_frame(rows: list[dict]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=QUESTIONS_DTYPES)
 
 
-FRAMES_DTYPES: dict[str, pl.DataType] = {
-    EventFrames.frame_id: pl.String(),
-    EventFrames.passage_id: pl.String(),
-    EventFrames.conversation_id: pl.String(),
-    EventFrames.timestamp: pl.Datetime("us"),
-    EventFrames.summary: pl.String(),
-    EventFrames.events: pl.List(EVENT),
-    EventFrames.extractor: pl.String(),
-}
+FRAMES_DTYPES = dtypes(EventFrames)
 
-FACTS_DTYPES: dict[str, pl.DataType] = {
-    Facts.fact_id: pl.String(),
-    Facts.conversation_id: pl.String(),
-    Facts.subject: pl.String(),
-    Facts.relation: pl.String(),
-    Facts.object: pl.String(),
-    Facts.time: pl.String(),
-    Facts.time_text: pl.String(),
-    Facts.passage_id: pl.String(),
-    Facts.extractor: pl.String(),
-}
+FACTS_DTYPES = dtypes(Facts)
 
-EPISODES_DTYPES: dict[str, pl.DataType] = {
-    Episodes.episode_id: pl.String(),
-    Episodes.conversation_id: pl.String(),
-    Episodes.summary: pl.String(),
-    Episodes.events: pl.List(EVENT),
-    Episodes.passage_ids: pl.List(pl.String()),
-    Episodes.frame_ids: pl.List(pl.String()),
-    Episodes.first_time: pl.Datetime("us"),
-    Episodes.last_time: pl.Datetime("us"),
-}
+EPISODES_DTYPES = dtypes(Episodes)
 
 
 def frames_frame(rows: list[dict]) -> pl.DataFrame:
@@ -263,29 +222,11 @@ def episodes_frame(rows: list[dict]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=EPISODES_DTYPES)
 
 
-ENTITIES_DTYPES: dict[str, pl.DataType] = {
-    Entities.entity_id: pl.String(),
-    Entities.conversation_id: pl.String(),
-    Entities.name: pl.String(),
-    Entities.aliases: pl.List(pl.String()),
-    Entities.passage_ids: pl.List(pl.String()),
-}
+ENTITIES_DTYPES = dtypes(Entities)
 
-EDGES_DTYPES: dict[str, pl.DataType] = {
-    GraphEdges.source: pl.String(),
-    GraphEdges.target: pl.String(),
-    GraphEdges.kind: pl.String(),
-    GraphEdges.weight: pl.Float64(),
-}
+EDGES_DTYPES = dtypes(GraphEdges)
 
-RETRIEVED_DTYPES: dict[str, pl.DataType] = {
-    Retrieved.question_id: pl.String(),
-    Retrieved.rank: pl.Int64(),
-    Retrieved.passage_id: pl.String(),
-    Retrieved.source_ref: pl.String(),
-    Retrieved.score: pl.Float64(),
-    Retrieved.reason: pl.String(),
-}
+RETRIEVED_DTYPES = dtypes(Retrieved)
 
 
 def embeddings_frame(kind: str, item_ids: list[str], vectors, model: str, dim: int = 384) -> pl.DataFrame:
