@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from dagster import ConfigurableIOManagerFactory, ConfigurableResource, EnvVar  # noqa: F401
+from dagster import ConfigurableIOManagerFactory, ConfigurableResource
 from upath import UPath
 
 from seem_dagster.defs.io_manager import ParquetSnapshotIOManager
