@@ -1,6 +1,4 @@
 from datetime import datetime
-import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path

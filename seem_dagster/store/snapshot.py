@@ -19,7 +19,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import polars as pl
-import pyarrow as pa
 import pyarrow.parquet as pq
 from upath import UPath
 
