@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 
 from seem_dagster.fusion import Episode, FrameItem, FusionConfig, FusionStats, fuse, rebuild_state
-from seem_dagster.schemas import EVENT_ROLES, Episodes, EventFrames, Passages, episodes_frame
+from seem_dagster.schemas import EVENT_ROLES, Episodes, EventFrames, Passages, table
 
 
 def _anchors(events, speakers: set[str]) -> frozenset[str]:
@@ -67,7 +67,7 @@ def episodes_table(episodes: list[Episode]) -> pl.DataFrame:
                 Episodes.last_time: e.last_time,
             }
         )
-    return episodes_frame(rows)
+    return table(Episodes, rows)
 
 
 @dataclass

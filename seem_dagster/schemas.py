@@ -189,44 +189,9 @@ def dtypes(model) -> dict[str, pl.DataType]:
     return {name: column.dtype.type for name, column in model.to_schema().columns.items()}
 
 
-PASSAGES_DTYPES = dtypes(Passages)
-
-QUESTIONS_DTYPES = dtypes(Questions)
-
-
-def passages_frame(rows: list[dict]) -> pl.DataFrame:
-    """Build a passages table with the exact column order and dtypes of the schema."""
-    return pl.DataFrame(rows, schema=PASSAGES_DTYPES)
-
-
-def questions_frame(rows: list[dict]) -> pl.DataFrame:
-    return pl.DataFrame(rows, schema=QUESTIONS_DTYPES)
-
-
-FRAMES_DTYPES = dtypes(EventFrames)
-
-FACTS_DTYPES = dtypes(Facts)
-
-EPISODES_DTYPES = dtypes(Episodes)
-
-
-def frames_frame(rows: list[dict]) -> pl.DataFrame:
-    return pl.DataFrame(rows, schema=FRAMES_DTYPES)
-
-
-def facts_frame(rows: list[dict]) -> pl.DataFrame:
-    return pl.DataFrame(rows, schema=FACTS_DTYPES)
-
-
-def episodes_frame(rows: list[dict]) -> pl.DataFrame:
-    return pl.DataFrame(rows, schema=EPISODES_DTYPES)
-
-
-ENTITIES_DTYPES = dtypes(Entities)
-
-EDGES_DTYPES = dtypes(GraphEdges)
-
-RETRIEVED_DTYPES = dtypes(Retrieved)
+def table(model, rows: list, *, orient: str | None = None) -> pl.DataFrame:
+    """A table with exactly the columns, order and dtypes of ``model``, from dict rows (or tuples with orient="row")."""
+    return pl.DataFrame(rows, schema=dtypes(model), orient=orient)
 
 
 def embeddings_frame(kind: str, item_ids: list[str], vectors, model: str, dim: int = 384) -> pl.DataFrame:

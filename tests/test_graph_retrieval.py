@@ -15,7 +15,7 @@ from seem_dagster.graph.entities import SynonymConfig, entities_from_facts, enti
 from seem_dagster.retrieval.index import ENTITY, FACT, PASSAGE, MemoryIndex
 from seem_dagster.retrieval.search import RetrievalConfig, reset_vector, retrieve, score_facts, seeds_from
 from seem_dagster.schemas import (
-    Entities, GraphEdges, embeddings_frame, episodes_frame, facts_frame, passages_frame,
+    Entities, Episodes, Facts, GraphEdges, Passages, embeddings_frame, table,
 )
 
 DIM = 4
@@ -28,7 +28,7 @@ def unit(*xs):
 
 
 def facts(rows):
-    return facts_frame([
+    return table(Facts, [
         {"fact_id": f"t_{i:016x}", "conversation_id": "c", "subject": s, "relation": r, "object": o,
          "time": None, "time_text": None, "passage_id": p, "extractor": "hand"}
         for i, (s, r, o, p) in enumerate(rows)
@@ -36,7 +36,7 @@ def facts(rows):
 
 
 def passages(n):
-    return passages_frame([
+    return table(Passages, [
         {"passage_id": f"p{i}", "conversation_id": "c", "session_id": "s", "session_index": 0, "turn_index": i,
          "speaker": "Ann", "text": f"turn {i}", "timestamp": T, "source_ref": f"D1:{i}"}
         for i in range(n)
@@ -44,7 +44,7 @@ def passages(n):
 
 
 def episodes(groups):
-    return episodes_frame([
+    return table(Episodes, [
         {"episode_id": f"e_{i:016x}", "conversation_id": "c", "summary": f"episode {i}", "events": [],
          "passage_ids": g, "frame_ids": g, "first_time": T, "last_time": T}
         for i, g in enumerate(groups)

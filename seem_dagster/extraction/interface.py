@@ -17,7 +17,7 @@ from typing import Protocol
 import polars as pl
 
 from seem_dagster import ids
-from seem_dagster.schemas import EVENT_ROLES, EventFrames, Facts, Passages, facts_frame, frames_frame
+from seem_dagster.schemas import EVENT_ROLES, EventFrames, Facts, Passages, table
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ def to_tables(
                     Facts.extractor: extractor,
                 }
             )
-    return frames_frame(frames), facts_frame(facts)
+    return table(EventFrames, frames), table(Facts, facts)
 
 
 @dataclass

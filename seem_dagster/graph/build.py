@@ -11,7 +11,7 @@ import igraph as ig
 import polars as pl
 
 from seem_dagster.graph.entities import entity_id, normalise
-from seem_dagster.schemas import EDGES_DTYPES, Facts, GraphEdges, Passages
+from seem_dagster.schemas import Facts, GraphEdges, Passages, table
 
 FACT, MENTION, SYNONYM = "fact", "mention", "synonym"
 
@@ -29,7 +29,7 @@ def graph_edges(facts: pl.DataFrame, synonyms: Sequence[tuple[str, str, float]])
     rows = [(a, b, FACT, float(n)) for (a, b), n in sorted(fact_counts.items())]
     rows += [(p, e, MENTION, float(n)) for (p, e), n in sorted(mention_counts.items())]
     rows += [(a, b, SYNONYM, float(w)) for a, b, w in synonyms]
-    return pl.DataFrame(rows, schema=EDGES_DTYPES, orient="row")
+    return table(GraphEdges, rows, orient="row")
 
 
 @dataclass

@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from seem_dagster import ids
-from seem_dagster.schemas import ENTITIES_DTYPES, Entities, Facts
+from seem_dagster.schemas import Entities, Facts, table
 
 _ARTICLES = re.compile(r"^(the|a|an|my|his|her|their|our|your)\s+", re.IGNORECASE)
 
@@ -56,7 +56,7 @@ def entities_from_facts(facts: pl.DataFrame) -> pl.DataFrame:
                 Entities.passage_ids: passages[(cid, norm)],
             }
         )
-    return pl.DataFrame(rows, schema=ENTITIES_DTYPES)
+    return table(Entities, rows)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from datetime import datetime
 import polars as pl
 
 from seem_dagster import ids
-from seem_dagster.schemas import Passages, Questions, passages_frame, questions_frame
+from seem_dagster.schemas import Passages, Questions, table
 
 
 @dataclass(frozen=True)
@@ -97,12 +97,12 @@ class ConversationBuilder:
         )
 
     def build(self) -> Conversation:
-        passages = passages_frame(self.rows).sort(Passages.session_index, Passages.turn_index)
+        passages = table(Passages, self.rows).sort(Passages.session_index, Passages.turn_index)
         return Conversation(
             conversation_id=self.conversation_id,
             source_file=self.source_file,
             source_format=self.source_format,
             passages=passages,
-            questions=questions_frame(self.questions),
+            questions=table(Questions, self.questions),
             skipped=list(self.skipped),
         )

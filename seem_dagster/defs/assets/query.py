@@ -1,7 +1,6 @@
 """retrieved_context: every stored question of a conversation run through retrieval, with reasons."""
 
 import numpy as np
-import polars as pl
 from dagster import AssetExecutionContext, AssetIn, MetadataValue, Output, asset
 
 from seem_dagster import backends
@@ -10,7 +9,7 @@ from seem_dagster.defs.partitions import conversations
 from seem_dagster.defs.resources import MemorySettings
 from seem_dagster.retrieval.answer import ask
 from seem_dagster.retrieval.index import MemoryIndex
-from seem_dagster.schemas import RETRIEVED_DTYPES, Passages, Questions, Retrieved
+from seem_dagster.schemas import Passages, Questions, Retrieved, table
 
 
 @asset(
@@ -39,11 +38,11 @@ def retrieved_context(
         if gold:
             found = {refs[i.passage_id] for i in top[:10]}
             recalls.append(len(gold & found) / len(gold))
-    table = pl.DataFrame(rows, schema=RETRIEVED_DTYPES, orient="row")
+    retrieved = table(Retrieved, rows, orient="row")
     return Output(
-        table,
+        retrieved,
         metadata={
-            **table_metadata(table, [Retrieved.question_id, Retrieved.rank, Retrieved.source_ref, Retrieved.reason]),
+            **table_metadata(retrieved, [Retrieved.question_id, Retrieved.rank, Retrieved.source_ref, Retrieved.reason]),
             "questions": MetadataValue.int(questions.height),
             "latency_p50_ms": MetadataValue.float(round(float(np.percentile(seconds, 50)) * 1000, 1) if seconds else 0.0),
             "latency_p95_ms": MetadataValue.float(round(float(np.percentile(seconds, 95)) * 1000, 1) if seconds else 0.0),
