@@ -130,13 +130,31 @@ def test_rpe_brings_every_passage_of_the_episode_right_after_its_anchor():
         [unit(1, 0), unit(0, 1)], 6, [unit(0, 0, 0, 1)] * 6,
         groups=[["p0", "p2", "p5"], ["p1"], ["p3"], ["p4"]],
     )
-    cfg = RetrievalConfig(top_facts=1, top_passages_rpe=1, rpe_max_per_episode=10)
+    cfg = RetrievalConfig(top_facts=1, top_passages_rpe=1, rpe_max_per_episode=10, rpe_scope="episode")
     result = retrieve(idx, unit(1, 0), np.zeros((0, DIM), np.float32), cfg)
     order = [r.passage_id for r in result.ranked]
     assert order[:3] == ["p2", "p0", "p5"]  # the anchor, then its episode in time order
     assert sorted(order) == [f"p{i}" for i in range(6)] and len(order) == 6
     assert result.ranked[1].reason == "episode e_0000000000000000 expanded from anchor D1:2"
     assert result.episodes == [0]
+
+
+def test_rpe_default_scope_takes_the_nearest_turns_of_the_episode_or_the_session():
+    idx = index(
+        [("Ann", "play", "guitar", "p2"), ("Bo", "cook", "pasta", "p4")],
+        [unit(1, 0), unit(0, 1)], 6, [unit(0, 0, 0, 1)] * 6,
+        groups=[["p0", "p2", "p5"], ["p1"], ["p3"], ["p4"]],
+    )
+    cfg = RetrievalConfig(top_facts=1, top_passages_rpe=1, rpe_max_per_episode=2)
+    assert cfg.rpe_scope == "both"
+    result = retrieve(idx, unit(1, 0), np.zeros((0, DIM), np.float32), cfg)
+    # p1 and p3 are the anchor's neighbours in its session (one turn away); p0 and p5 are further.
+    assert [r.passage_id for r in result.ranked[:3]] == ["p2", "p1", "p3"]
+    assert result.ranked[1].reason == "same-session neighbour of anchor D1:2"
+    session_only = retrieve(idx, unit(1, 0), np.zeros((0, DIM), np.float32), RetrievalConfig(
+        top_facts=1, top_passages_rpe=1, rpe_max_per_episode=4, rpe_scope="session"))
+    assert [r.passage_id for r in session_only.ranked[:5]] == ["p2", "p0", "p1", "p3", "p4"]
+    assert session_only.episodes == []
 
 
 def test_graph_edges_kinds_and_weights():

@@ -74,13 +74,15 @@ class MemorySettings(ConfigurableResource):
     passage_share: float = _RETRIEVAL.passage_share
     top_passages_rpe: int = _RETRIEVAL.top_passages_rpe
     rpe_max_per_episode: int = _RETRIEVAL.rpe_max_per_episode
+    rpe_scope: str = _RETRIEVAL.rpe_scope
+    lexical_weight: float = _RETRIEVAL.lexical_weight
     k: int = 50
 
     def retrieval_config(self) -> RetrievalConfig:
         return RetrievalConfig(
             top_facts=self.top_facts, min_fact_score=self.min_fact_score, damping=self.damping,
             passage_share=self.passage_share, top_passages_rpe=self.top_passages_rpe,
-            rpe_max_per_episode=self.rpe_max_per_episode,
+            rpe_max_per_episode=self.rpe_max_per_episode, rpe_scope=self.rpe_scope, lexical_weight=self.lexical_weight,
         )
 
     def fusion_config(self) -> FusionConfig:

@@ -27,6 +27,7 @@ PLACE_LABELS = {"GPE", "LOC", "FAC"}
 TIME_LABELS = {"DATE", "TIME"}
 CLOCK_DAY = re.compile(r"\b(this|last|tonight|yesterday|today|tomorrow)\b", re.IGNORECASE)
 RECURRING = {"every", "each"}
+WH_TAGS = {"WP", "WDT", "WRB"}
 # Light verbs and fillers that make no event on their own ("I think", "you know").
 SKIP_LEMMAS = {"think", "know", "guess", "mean", "hope", "wish", "bet", "say", "see"}
 MAX_PHRASE_TOKENS = 8
@@ -35,7 +36,7 @@ MAX_SUMMARY_WORDS = 40
 
 class EmbeddedExtractor:
     name = "embedded-spacy"
-    version = "1"
+    version = "2"
 
     def __init__(self, model: str = MODEL, batch_size: int = 64):
         self.model = model
@@ -149,8 +150,12 @@ def _subject(verb, inp, other):
 
 
 def _object(verb):
-    """(relation suffix, object token) — direct object first, then a prepositional object."""
-    obj = next((c for c in verb.children if c.dep_ in OBJECT_DEPS), None)
+    """(relation suffix, object token) — direct object first, then a prepositional object.
+
+    A wh-word is no object ("What did Tomas make for Priya?" -> (Tomas; make for; Priya)), so a
+    question yields the fact it asks about.
+    """
+    obj = next((c for c in verb.children if c.dep_ in OBJECT_DEPS and c.tag_ not in WH_TAGS), None)
     if obj is not None:
         return "", obj
     for prep in (c for c in verb.children if c.dep_ == "prep"):

@@ -26,7 +26,7 @@ def ask(index: MemoryIndex, question: str, date: datetime | None, extractor, emb
     date = date or index.passages[Passages.timestamp].max()
     started = time.perf_counter()
     query = encode_query(question, date, extractor, embedder, index.passages[Passages.conversation_id][0])
-    result = retrieve(index, query.vector, query.fact_vectors, config)
+    result = retrieve(index, query.vector, query.fact_vectors, config, question_text=question)
     seconds = time.perf_counter() - started
     context = render(index, result, select_within_budget(index, result, budget_words))
     return Answered(question, date, result, context, seconds)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import polars as pl
 
 from seem_dagster.graph.build import MemoryGraph, to_igraph
+from seem_dagster.retrieval.lexical import Bm25
 from seem_dagster.schemas import Embeddings, Entities, Episodes, Facts, Passages
 
 PASSAGE, FACT, ENTITY, EPISODE = "passage", "fact", "entity", "episode"
@@ -33,6 +35,19 @@ class MemoryIndex:
     entity_passages: dict[str, int] = field(default_factory=dict)
     episode_of: dict[str, int] = field(default_factory=dict)
     position: dict[str, int] = field(default_factory=dict)
+
+    @cached_property
+    def lexical(self) -> Bm25:
+        """BM25 over the passages' "speaker: text", built on first use (milliseconds per conversation)."""
+        return Bm25([passage_text(s, t) for s, t in zip(self.passages[Passages.speaker].to_list(), self.passages[Passages.text].to_list())])
+
+    @cached_property
+    def session_members(self) -> dict[str, list[str]]:
+        """passage id -> every passage of its session, in order (the unfused neighbourhood)."""
+        sessions: dict[int, list[str]] = {}
+        for pid, s in zip(self.passages[Passages.passage_id].to_list(), self.passages[Passages.session_index].to_list()):
+            sessions.setdefault(s, []).append(pid)
+        return {pid: members for members in sessions.values() for pid in members}
 
     @classmethod
     def from_tables(

@@ -17,11 +17,12 @@ from seem_dagster.schemas import Episodes, Facts, Passages
 
 @dataclass(frozen=True)
 class RetrievalConfig:
-    # Measured on LoCoMo conv-26 and the bundled sample (benchmarks/tune_retrieval.py). DESIGN's
-    # starting point (passage share 0.05, RPE of 10 turns from each of the top 5) gave conv-26
-    # recall@10 0.20 against 0.44 for dense: the entity resets swamp the dense signal, and long
-    # expansions push ranked turns out of the top 10. With share 2.0 and RPE of the 2 nearest
-    # turns of the top 2 passages' episodes: 0.50 @10 and 0.65 @25 (dense 0.44 and 0.59).
+    # Measured on the seven LoCoMo dev conversations (1,386 questions, official evidence recall;
+    # `seem eval locomo`). DESIGN's start (share 0.05, RPE of 10 turns from the top 5) gave conv-26
+    # recall@10 0.20 against 0.44 for dense: entity resets swamp the direct match and long
+    # expansions push ranked turns out. A dense-only prior gave R@10 0.490 / R@25 0.632 (hybrid
+    # BM25+dense: 0.572 / 0.700); adding BM25 to the prior (weight 0.5) 0.640 / 0.741; expanding to
+    # the anchor's nearest episode-or-session turns instead of its fused episode only 0.691 / 0.783.
     top_facts: int = 5
     min_fact_score: float = 0.3
     damping: float = 0.5  # igraph: probability of continuing the walk
@@ -30,6 +31,9 @@ class RetrievalConfig:
     rpe_max_per_episode: int = 2
     use_graph: bool = True
     use_rpe: bool = True
+    lexical_weight: float = 0.5  # BM25 (scaled to the best passage's score) added to the dense prior
+    # What RPE draws from: the anchor's fused episode, its own session's turns, or both; nearest first.
+    rpe_scope: str = "both"
 
 
 @dataclass(frozen=True)
@@ -88,12 +92,27 @@ def reset_vector(index: MemoryIndex, seeds: list[Seed], dense: np.ndarray, confi
             eid = entity_id(cid, normalise(name))
             if eid in index.graph.index:
                 reset[index.graph.index[eid]] += seed.score / max(1, index.entity_passages.get(eid, 1))
-    reset[: len(dense)] += config.passage_share * np.clip(dense, 0, None)
+    reset[: len(dense)] += config.passage_share * dense
     return reset
 
 
-def retrieve(index: MemoryIndex, question: np.ndarray, query_facts: np.ndarray, config: RetrievalConfig) -> RetrievalResult:
-    dense = index.passage_vectors @ question if index.passage_vectors.shape[0] else np.zeros(0)
+def passage_prior(index: MemoryIndex, question_vector: np.ndarray, question: str | None, config: RetrievalConfig) -> np.ndarray:
+    """Each passage's direct match with the question: dense cosine, plus scaled BM25 when configured."""
+    if not index.passage_vectors.shape[0]:
+        return np.zeros(0)
+    prior = np.clip(index.passage_vectors @ question_vector, 0, None).astype(np.float64)
+    if config.lexical_weight and question:
+        lexical = index.lexical.scores(question).astype(np.float64)
+        top = lexical.max()
+        if top > 0:
+            prior += config.lexical_weight * lexical / top
+    return prior
+
+
+def retrieve(
+    index: MemoryIndex, question: np.ndarray, query_facts: np.ndarray, config: RetrievalConfig, *, question_text: str | None = None
+) -> RetrievalResult:
+    dense = passage_prior(index, question, question_text, config)
     seeds = seeds_from(index, score_facts(index, question, query_facts), config) if config.use_graph else []
     ids = index.graph.passage_ids
     if seeds:
@@ -117,7 +136,7 @@ def retrieve(index: MemoryIndex, question: np.ndarray, query_facts: np.ndarray, 
         mode = "graph"
     else:
         order = np.argsort(-dense, kind="stable")
-        ranked = [Ranked(ids[i], float(dense[i]), f"dense cosine {dense[i]:.3f} (no usable fact)" if config.use_graph else f"dense cosine {dense[i]:.3f}") for i in order]
+        ranked = [Ranked(ids[i], float(dense[i]), f"direct match {dense[i]:.3f} (no usable fact)" if config.use_graph else f"direct match {dense[i]:.3f}") for i in order]
         mode = "dense"
     if not config.use_rpe:
         return RetrievalResult(ranked, seeds, mode, [])
@@ -136,17 +155,25 @@ def expand(index: MemoryIndex, ranked: list[Ranked], config: RetrievalConfig) ->
             continue
         out.append(item)
         seen.add(item.passage_id)
-        if rank >= config.top_passages_rpe or item.passage_id not in index.episode_of:
+        if rank >= config.top_passages_rpe:
             continue
-        ep = index.episode_of[item.passage_id]
-        members = [p for p in index.episodes[Episodes.passage_ids][ep].to_list() if p not in seen]
+        ep = index.episode_of.get(item.passage_id) if config.rpe_scope in ("episode", "both") else None
+        members = index.episodes[Episodes.passage_ids][ep].to_list() if ep is not None else []
+        if config.rpe_scope in ("session", "both"):
+            members = members + index.session_members.get(item.passage_id, [])
+        members = [p for p in dict.fromkeys(members) if p not in seen]
         if not members:
             continue
         anchor = index.position[item.passage_id]
         nearest = sorted(members, key=lambda p: (abs(index.position[p] - anchor), index.position[p]))[: config.rpe_max_per_episode]
-        used.append(ep)
-        episode_id = index.episodes[Episodes.episode_id][ep]
+        if ep is not None:
+            used.append(ep)
+        episode_members = set(index.episodes[Episodes.passage_ids][ep].to_list()) if ep is not None else set()
         for p in sorted(nearest, key=index.position.get):
-            out.append(Ranked(p, item.score, f"episode {episode_id} expanded from anchor {refs[item.passage_id]}"))
+            if p in episode_members:
+                why = f"episode {index.episodes[Episodes.episode_id][ep]} expanded from anchor {refs[item.passage_id]}"
+            else:
+                why = f"same-session neighbour of anchor {refs[item.passage_id]}"
+            out.append(Ranked(p, item.score, why))
             seen.add(p)
     return out, used
