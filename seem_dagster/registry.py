@@ -18,6 +18,7 @@ class Registered:
     fingerprint: str
     passages: int
     skipped: tuple[str, ...]
+    excluded: int = 0  # turns by speakers outside IngestOptions.speakers
 
 
 def register_file(
@@ -42,13 +43,14 @@ def register_file(
             max_turn_chars=options.max_turn_chars,
             allow_empty_turns=options.allow_empty_turns,
             questions_path=None if questions is None else str(questions),
+            speakers=list(options.speakers) if options.speakers else None,
         )
         if source_path(root, conv.conversation_id).exists():
             status = "unchanged" if read_source(root, conv.conversation_id) == source else "changed"
         else:
             status = "new"
         entries.append((source, Registered(conv.conversation_id, status, source.fingerprint,
-                                           conv.passages.height, tuple(conv.skipped))))
+                                           conv.passages.height, tuple(conv.skipped), conv.excluded)))
     # Only after every conversation parsed: write the registry entries.
     for source, reg in entries:
         if reg.status != "unchanged":

@@ -17,6 +17,9 @@ class IngestOptions:
     # Default strict: an empty turn stops ingestion. When allowed, each skipped turn is listed in
     # Conversation.skipped and reported by the CLI and Dagster metadata, never dropped silently.
     allow_empty_turns: bool = False
+    # Keep only turns by these speakers (LongMemEval's official retrieval corpus is the user turns).
+    # The others are counted in Conversation.excluded and reported, not dropped silently.
+    speakers: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -27,6 +30,12 @@ class Conversation:
     passages: pl.DataFrame
     questions: pl.DataFrame
     skipped: list[str] = field(default_factory=list)
+    excluded: int = 0  # turns left out by IngestOptions.speakers
+
+    def keep_speakers(self, speakers: tuple[str, ...]) -> None:
+        kept = self.passages.filter(pl.col(Passages.speaker).is_in(list(speakers)))
+        self.excluded = self.passages.height - kept.height
+        self.passages = kept
 
     @property
     def fingerprint(self) -> str:

@@ -84,4 +84,9 @@ def load_input(
         if missing:
             raise InputError(file, None, None, f"no conversation {missing[0]!r} in this file (it has {len(known)})")
         parsed = [c for c in parsed if c.conversation_id in set(conversations)]
+    if options.speakers:
+        for conv in parsed:
+            conv.keep_speakers(options.speakers)
+            if conv.passages.is_empty():
+                raise InputError(file, conv.conversation_id, "speaker", f"no turn by {', '.join(options.speakers)}")
     return parsed

@@ -29,6 +29,12 @@ class Source:
     max_turn_chars: int
     allow_empty_turns: bool
     questions_path: str | None = None
+    speakers: list[str] | None = None
+
+    def ingest_options(self):
+        from seem_dagster.ingest import IngestOptions
+
+        return IngestOptions(self.max_turn_chars, self.allow_empty_turns, tuple(self.speakers) if self.speakers else None)
 
 
 def source_path(root, conversation_id: str) -> UPath:

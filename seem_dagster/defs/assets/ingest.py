@@ -7,7 +7,7 @@ from dagster import AssetExecutionContext, AssetOut, MetadataValue, Output, mult
 from seem_dagster.defs.metadata import table_metadata
 from seem_dagster.defs.partitions import conversations
 from seem_dagster.defs.resources import SeemSettings
-from seem_dagster.ingest import IngestOptions, load_input
+from seem_dagster.ingest import load_input
 from seem_dagster.schemas import Passages, Questions
 from seem_dagster.store.sources import read_source
 
@@ -36,7 +36,7 @@ GROUP = "ingest"
 def ingest_conversation(context: AssetExecutionContext, settings: SeemSettings):
     conversation_id = context.partition_key
     source = read_source(settings.root(), conversation_id)
-    options = IngestOptions(max_turn_chars=source.max_turn_chars, allow_empty_turns=source.allow_empty_turns)
+    options = source.ingest_options()
     (conv,) = load_input(
         source.path, source.format, options, questions=source.questions_path, conversations=[conversation_id]
     )
@@ -54,6 +54,8 @@ def ingest_conversation(context: AssetExecutionContext, settings: SeemSettings):
             "last_turn": MetadataValue.text(str(passages[Passages.timestamp].max())),
             "skipped_empty_turns": MetadataValue.int(len(conv.skipped)),
             "skipped_detail": MetadataValue.md("\n".join(f"- {s}" for s in conv.skipped) or "none"),
+            "excluded_turns": MetadataValue.int(conv.excluded),
+            "kept_speakers": MetadataValue.text(", ".join(options.speakers) if options.speakers else "all"),
             "source": MetadataValue.path(source.path),
             "format": MetadataValue.text(source.format),
         },
