@@ -21,7 +21,10 @@ def cmd_build(args: argparse.Namespace) -> int:
     from seem_dagster.ingest import IngestOptions, InputError
     from seem_dagster.registry import register_file
 
-    options = IngestOptions(max_turn_chars=args.max_turn_chars, allow_empty_turns=args.allow_empty_turns)
+    options = IngestOptions(
+        max_turn_chars=args.max_turn_chars, allow_empty_turns=args.allow_empty_turns,
+        speakers=tuple(args.only_speaker) if args.only_speaker else None,
+    )
     try:
         registered = register_file(
             args.store, args.input, args.format, options, questions=args.questions, conversations=args.conversation
@@ -38,7 +41,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     outcomes = build_conversations(defs, [r.conversation_id for r in registered], progress=not args.quiet)
     failed = [o for o in outcomes if not o.success]
     for reg in registered:
-        print(f"{reg.conversation_id}: {reg.passages} passages ({reg.status})")
+        excluded = f"; {reg.excluded} turns by other speakers left out (--only-speaker)" if reg.excluded else ""
+        print(f"{reg.conversation_id}: {reg.passages} passages ({reg.status}{excluded})")
     print(f"store: {Path(args.store).resolve() if '://' not in args.store else args.store}")
     if failed:
         first = failed[0]
@@ -93,6 +97,41 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(store=args.store, sample_dir=SAMPLE_DIR, out=sys.stdout)
 
 
+def _int_list(text: str, flag: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"{flag} {text!r}: expected comma-separated integers") from None
+    if not values or min(values) <= 0:
+        raise ValueError(f"{flag} {text!r}: expected positive integers")
+    return values
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from seem_dagster.evaluation.run import EvalSettings, run_evaluation
+    from seem_dagster.ingest import InputError
+
+    try:
+        settings = EvalSettings(
+            benchmark=args.benchmark, data=args.data, out=args.out, store=args.store,
+            methods=[m.strip() for m in args.methods.split(",") if m.strip()],
+            conversations=args.conversation, progress=not args.quiet,
+            ks=_int_list(args.k, "--k") if args.benchmark == "locomo" else [1, 3, 5, 10, 30, 50],
+            budgets=_int_list(args.budget, "--budget") if args.benchmark == "locomo" else [],
+            granularities=[g.strip() for g in getattr(args, "granularity", "").split(",") if g.strip()],
+            corpus=getattr(args, "corpus", "all"),
+        )
+        summary = run_evaluation(settings)
+    except InputError as err:
+        return _fail(str(err), EXIT_INPUT)
+    except ValueError as err:
+        return _fail(str(err), EXIT_INPUT)
+    except RuntimeError as err:
+        return _fail(str(err), EXIT_RUN)
+    print(summary)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     from seem_dagster.defs.resources import default_store
     from seem_dagster.ingest import FORMATS, IngestOptions
@@ -108,6 +147,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--questions", help="JSONL questions for a JSONL input (see README)")
     b.add_argument("--max-turn-chars", type=int, default=IngestOptions.max_turn_chars, help="reject longer turns (default: %(default)s)")
     b.add_argument("--allow-empty-turns", action="store_true", help="skip empty turns (each is reported) instead of stopping")
+    b.add_argument("--only-speaker", action="append", metavar="NAME",
+                   help="keep only this speaker's turns, e.g. LongMemEval's 'user' (repeatable; the rest are counted)")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
     b.set_defaults(func=cmd_build)
 
@@ -124,6 +165,28 @@ def parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="build the bundled sample end to end and show what the memory holds")
     d.add_argument("--store", default=default_store(), help="snapshot root (default: %(default)s)")
     d.set_defaults(func=cmd_demo)
+
+    from seem_dagster.evaluation.methods import METHODS
+
+    ev = sub.add_parser("eval", help="measure retrieval of every method on LoCoMo or LongMemEval")
+    bench = ev.add_subparsers(dest="benchmark", required=True)
+    for name, helptext in (("locomo", "LoCoMo JSON (dev file or the full ten conversations)"),
+                           ("longmemeval", "LongMemEval JSON (dev file or a full release file)")):
+        e = bench.add_parser(name, help=helptext)
+        e.add_argument("--data", required=True, help=helptext)
+        e.add_argument("--out", required=True, help="folder for results.json, results.md and the plots")
+        e.add_argument("--store", help="where the memories are built and kept between runs (default: OUT/store)")
+        e.add_argument("--methods", default=",".join(METHODS), help="comma-separated (default: all: %(default)s)")
+        e.add_argument("--conversation", action="append", metavar="ID", help="only this conversation/question (repeatable)")
+        e.add_argument("--quiet", action="store_true", help="no progress bars")
+        if name == "locomo":
+            e.add_argument("--k", default="5,10,25,50", help="cut-offs (default: %(default)s)")
+            e.add_argument("--budget", default="500,1000,2000", help="context budgets in words (default: %(default)s)")
+        else:
+            e.add_argument("--granularity", default="session,turn", help="session, turn or both (default: %(default)s)")
+            e.add_argument("--corpus", choices=("user", "all"), default="user",
+                           help="turns in the memory: the official protocol's user turns, or all turns (default: %(default)s)")
+        e.set_defaults(func=cmd_eval)
     return p
 
 

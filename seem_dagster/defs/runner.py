@@ -17,6 +17,7 @@ class RunOutcome:
     success: bool
     error: str | None
     run_id: str
+    step_seconds: dict[str, float] | None = None  # Dagster step key -> duration of its successful run
 
 
 def instance_for_cli() -> DagsterInstance:
@@ -70,5 +71,10 @@ def build_conversations(
             raise_on_error=False,
             run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
         )
-        outcomes.append(RunOutcome(cid, result.success, None if result.success else _failure_message(result), result.run_id))
+        steps = {
+            e.step_key: e.event_specific_data.duration_ms / 1000
+            for e in result.all_events
+            if e.event_type_value == "STEP_SUCCESS" and e.event_specific_data is not None
+        }
+        outcomes.append(RunOutcome(cid, result.success, None if result.success else _failure_message(result), result.run_id, steps))
     return outcomes

@@ -1,0 +1,71 @@
+"""Every compared method as one function: (memory, encoded query) -> passage ids, best first.
+
+All methods rank the same passages of the same built memory with the same embedder.
+``seem-no-fusion`` keeps the expansion but takes the anchor's nearest turns of its own session
+instead of its fused episode, so it measures what fusion adds over plain adjacency.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from seem_dagster.retrieval.index import MemoryIndex
+from seem_dagster.retrieval.query import EncodedQuery
+from seem_dagster.retrieval.search import RetrievalConfig, retrieve
+
+RRF_K = 60
+METHODS = ("seem", "seem-no-rpe", "seem-no-fusion", "graph-only", "dense", "bm25", "hybrid")
+
+Ranker = Callable[[MemoryIndex, EncodedQuery], list[str]]
+
+
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> list[str]:
+    score: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(ranking, start=1):
+            score[item] = score.get(item, 0.0) + 1.0 / (k + rank)
+    return sorted(score, key=lambda item: -score[item])
+
+
+def _by_score(index: MemoryIndex, scores: np.ndarray) -> list[str]:
+    ids = index.graph.passage_ids
+    return [ids[i] for i in np.argsort(-scores, kind="stable")]
+
+
+def dense(index: MemoryIndex, query: EncodedQuery) -> list[str]:
+    return _by_score(index, index.passage_vectors @ query.vector)
+
+
+def bm25(index: MemoryIndex, query: EncodedQuery) -> list[str]:
+    return _by_score(index, index.lexical.scores(query.question))
+
+
+def hybrid(index: MemoryIndex, query: EncodedQuery) -> list[str]:
+    return reciprocal_rank_fusion([bm25(index, query), dense(index, query)])
+
+
+def _seem(config: RetrievalConfig) -> Ranker:
+    def rank(index: MemoryIndex, query: EncodedQuery) -> list[str]:
+        result = retrieve(index, query.vector, query.fact_vectors, config, question_text=query.question)
+        return [r.passage_id for r in result.ranked]
+
+    return rank
+
+
+def rankers(base: RetrievalConfig, methods: Sequence[str] = METHODS) -> dict[str, Ranker]:
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise ValueError(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
+    table: dict[str, Ranker] = {
+        "seem": _seem(base),
+        "seem-no-rpe": _seem(replace(base, use_rpe=False)),
+        "seem-no-fusion": _seem(replace(base, rpe_scope="session")),
+        "graph-only": _seem(replace(base, passage_share=0.0)),
+        "dense": dense,
+        "bm25": bm25,
+        "hybrid": hybrid,
+    }
+    return {m: table[m] for m in methods}

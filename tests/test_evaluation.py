@@ -1,0 +1,199 @@
+"""The evaluation harness: metrics on hand-computed cases, then `seem eval` end to end on small real files."""
+
+import json
+from collections import defaultdict
+from datetime import datetime
+
+import pytest
+
+from seem_dagster.cli import main
+from seem_dagster.evaluation.methods import METHODS, reciprocal_rank_fusion
+from seem_dagster.evaluation.metrics import (
+    evidence_recall,
+    first_occurrences,
+    is_abstention,
+    longmemeval_session_gold,
+    ndcg_any,
+    normalise_locomo_evidence,
+    recall_all,
+    recall_any,
+)
+from seem_dagster.evaluation.scoring import LocomoQuestion, budget_prefix, score_longmemeval, summarise_locomo
+from tests.conftest import SAMPLE, SAMPLE_QUESTIONS
+
+VALID = {"D1:3", "D1:4", "D8:6", "D9:17", "D11:26", "D30:5", "D2:1"}
+
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        (["D8:6; D9:17"], ["D8:6", "D9:17"]),  # joined with a semicolon
+        (["D1:3 D1:4"], ["D1:3", "D1:4"]),  # joined with a space
+        (["D:11:26"], ["D11:26"]),  # stray colon
+        (["D30:05"], ["D30:5"]),  # zero-padded turn
+        (["D"], []),  # bare "D"
+        (["D7:7"], []),  # not in the conversation
+        (["D2:1", "D2:1"], ["D2:1"]),  # repeated
+        ([], []),
+    ],
+)
+def test_locomo_evidence_normalisation(raw, expected):
+    assert normalise_locomo_evidence(raw, VALID) == expected
+
+
+def test_evidence_recall_counts_the_share_found_and_empty_evidence_as_one():
+    assert evidence_recall(["a", "b"], ["x", "a", "y"], 2) == 0.5
+    assert evidence_recall(["a", "b"], ["x", "a", "b"], 2) == 0.5
+    assert evidence_recall(["a", "b"], ["x", "a", "b"], 3) == 1.0
+    assert evidence_recall([], ["x"], 1) == 1.0
+
+
+def test_locomo_summary_overall_and_categories_1_4():
+    rows = [LocomoQuestion("1 multi-hop", {"recall@1": 1.0}), LocomoQuestion("4 single-hop", {"recall@1": 0.5}),
+            LocomoQuestion("5 adversarial", {"recall@1": 0.0})]
+    summary = summarise_locomo(rows)["recall@1"]
+    assert summary["overall"] == pytest.approx(0.5)
+    assert summary["categories_1_4"] == pytest.approx(0.75)
+    assert summary["by_category"] == {"1 multi-hop": 1.0, "4 single-hop": 0.5, "5 adversarial": 0.0}
+
+
+def test_longmemeval_recall_and_official_ndcg_by_hand():
+    ranked = ["s3", "s1", "s2", "s4"]
+    gold = {"s1", "s2"}
+    assert recall_any(ranked, gold, 1) == 0.0 and recall_any(ranked, gold, 2) == 1.0
+    assert recall_all(ranked, gold, 2) == 0.0 and recall_all(ranked, gold, 3) == 1.0
+    # Official DCG: ranks 1 and 2 undiscounted, rank 3 divided by log2(3).
+    # Actual at 3: 0 + 1 + 1/log2(3) = 1.6309; ideal at 3: 1 + 1 = 2.
+    assert ndcg_any(ranked, gold, 3, corpus_size=4) == pytest.approx((1 + 1 / 1.5849625) / 2, rel=1e-6)
+    assert ndcg_any(ranked, gold, 1, corpus_size=4) == 0.0
+    assert ndcg_any(ranked, set(), 3, corpus_size=4) == 0.0
+    # Empty gold: as the official code, recall_all is vacuously 1 and recall_any 0.
+    assert recall_all(ranked, set(), 1) == 1.0 and recall_any(ranked, set(), 1) == 0.0
+
+
+def test_turn_rankings_become_session_rankings_at_each_sessions_best_rank():
+    assert first_occurrences(["s2", "s2", "s1", "s2", "s3"]) == ["s2", "s1", "s3"]
+    scores = score_longmemeval(["s2", "s2", "s1", "s3"], {"s1"}, corpus_size=3, ks=(1, 2))
+    assert scores["recall_any@1"] == 0.0 and scores["recall_any@2"] == 1.0
+
+
+def test_longmemeval_noans_and_abstention_rules():
+    # answer_b has no user turn with has_answer: by the official "noans" rule it is no gold.
+    assert longmemeval_session_gold(["answer_a", "answer_b"], {"answer_a"}) == {"answer_a"}
+    assert is_abstention("gpt4_2655b836_abs") and not is_abstention("gpt4_2655b836")
+
+
+def test_budget_prefix_and_rrf():
+    cost = {"a": 400, "b": 400, "c": 50}.get
+    assert budget_prefix(["a", "b", "c"], cost, 500) == ["a"]
+    assert budget_prefix(["a", "b", "c"], cost, 100) == ["a"]  # at least one passage
+    assert reciprocal_rank_fusion([["a", "b", "c"], ["b", "c", "a"]]) == ["b", "a", "c"]  # 1/61+1/62 > 1/61+1/63 > 1/62+1/63
+    assert reciprocal_rank_fusion([["a", "b"], ["a", "c"]])[0] == "a"
+
+
+# --- end to end on the bundled sample, converted to each benchmark's real format -------------------
+
+
+def _sample():
+    turns = [json.loads(line) for line in SAMPLE.read_text().splitlines() if line.strip()]
+    questions = [json.loads(line) for line in SAMPLE_QUESTIONS.read_text().splitlines() if line.strip()]
+    sessions = defaultdict(list)
+    for t in turns:
+        sessions[t["session_id"]].append(t)
+    return dict(sorted(sessions.items())), questions
+
+
+def _locomo_file(tmp_path):
+    sessions, questions = _sample()
+    conversation = {"speaker_a": "Priya", "speaker_b": "Tomas"}
+    dia = {}
+    for n, (sid, ts) in enumerate(sessions.items(), start=1):
+        when = datetime.fromisoformat(ts[0]["timestamp"])
+        conversation[f"session_{n}_date_time"] = f"{when:%-I:%M} {when:%p}".lower() + f" on {when:%-d %B, %Y}"
+        conversation[f"session_{n}"] = [{"speaker": t["speaker"], "dia_id": f"D{n}:{i}", "text": t["text"]} for i, t in enumerate(ts, 1)]
+        dia.update({t["id"]: f"D{n}:{i}" for i, t in enumerate(ts, 1)})
+    cats = {"multi-hop": 1, "temporal": 2, "single-hop": 4}
+    qa = [{"question": q["question"], "answer": q["answer"], "evidence": [dia[e] for e in q["evidence"]],
+           "category": cats[q["category"]]} for q in questions]
+    qa[1]["evidence"] = ["; ".join(qa[1]["evidence"])]  # the release's joined form
+    qa.append({"question": "What does Priya think of open-domain trivia?", "answer": "unknown", "evidence": [], "category": 3})
+    path = tmp_path / "locomo_sample.json"
+    path.write_text(json.dumps([{"sample_id": "sample-1", "conversation": conversation, "qa": qa}]))
+    return path
+
+
+def test_seem_eval_locomo_end_to_end_and_reuses_the_built_memory(tmp_path):
+    data, out = _locomo_file(tmp_path), tmp_path / "out"
+    assert main(["eval", "locomo", "--data", str(data), "--out", str(out), "--quiet"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["methods"]) == set(METHODS)
+    assert results["questions"] == 9 and results["passages"] == 44
+    for figures in results["methods"].values():
+        for key in ("recall@5", "recall@10", "recall@25", "recall@50", "recall@budget500", "recall@budget2000"):
+            assert 0.0 <= figures[key]["overall"] <= 1.0
+        # The empty-evidence open-domain question counts 1 for every method.
+        assert figures["recall@5"]["by_category"]["3 open-domain"] == 1.0
+        assert figures["recall@50"]["overall"] == pytest.approx(1.0)  # 50 >= all 44 turns
+    assert results["methods"]["seem"]["recall@10"]["overall"] >= results["methods"]["dense"]["recall@10"]["overall"]
+    timing = results["timing"]
+    assert timing["conversations_built_this_run"] == 1
+    assert {"extract_frames", "episodes", "build_graph", "retrieval_index"} <= set(timing["build_seconds_per_1k_passages"]["seem_stages"])
+    assert timing["query_latency"]["seem"]["p50_ms"] > 0 and timing["query_latency"]["dense"]["p50_vs_dense"] == 1.0
+    for name in ("results.md", "recall_at_k.png", "recall_at_budget.png", "by_category.png"):
+        assert (out / name).stat().st_size > 0
+    assert (out / "recall_at_k.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "| seem |" in (out / "results.md").read_text()
+
+    # Second run: the memory is reused from the store, the figures are the same.
+    assert main(["eval", "locomo", "--data", str(data), "--out", str(out), "--quiet", "--methods", "seem,bm25"]) == 0
+    again = json.loads((out / "results.json").read_text())
+    assert again["timing"]["conversations_reused"] == 1 and again["timing"]["conversations_built_this_run"] == 0
+    assert again["methods"]["seem"] == results["methods"]["seem"]
+
+
+def _longmemeval_file(tmp_path):
+    sessions, questions = _sample()
+    role = {"Priya": "user", "Tomas": "assistant"}
+    gold_q = next(q for q in questions if q["question_id"] == "q6")  # s4-01, a Priya (user) turn
+    items = []
+    for qid, q, gold in (("lme-1", gold_q, set(gold_q["evidence"])), ("lme-2_abs", gold_q, set())):
+        ids, dates, haystack = [], [], []
+        for sid, ts in sessions.items():
+            has = any(t["id"] in gold for t in ts)
+            ids.append(f"answer_{sid}" if has or sid == "s3" else sid)  # s3: an answer session without has_answer (noans)
+            dates.append(datetime.fromisoformat(ts[0]["timestamp"]).strftime("%Y/%m/%d (%a) %H:%M"))
+            haystack.append([{"role": role[t["speaker"]], "content": t["text"], "has_answer": t["id"] in gold} for t in ts])
+        items.append({"question_id": qid, "question_type": "single-session-user", "question": q["question"],
+                      "answer": q["answer"], "question_date": "2024/11/01 (Fri) 10:00", "haystack_session_ids": ids,
+                      "haystack_dates": dates, "haystack_sessions": haystack,
+                      "answer_session_ids": [i for i in ids if i.startswith("answer_")]})
+    path = tmp_path / "lme_sample.json"
+    path.write_text(json.dumps(items))
+    return path
+
+
+def test_seem_eval_longmemeval_end_to_end(tmp_path):
+    data, out = _longmemeval_file(tmp_path), tmp_path / "out"
+    assert main(["eval", "longmemeval", "--data", str(data), "--out", str(out), "--quiet", "--methods", "seem,dense,bm25"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["abstention_questions_excluded"] == 1 and results["questions"] == 1
+    assert results["excluded_turns"] > 0  # the official corpus: user turns only
+    for method, per in results["methods"].items():
+        assert set(per) == {"session", "turn"}
+        for g in ("session", "turn"):
+            for k in (1, 3, 5, 10, 30, 50):
+                for m in ("recall_any", "recall_all", "ndcg_any"):
+                    assert 0.0 <= per[g][f"{m}@{k}"] <= 1.0
+        # One gold session (answer_s4; answer_s3 is noans) among four: all found by k=5.
+        assert per["session"]["recall_all@5"] == 1.0
+    assert results["methods"]["seem"]["turn"]["recall_any@10"] == 1.0
+    for name in ("results.md", "recall_at_k_session.png", "recall_at_k_turn.png", "by_type.png"):
+        assert (out / name).stat().st_size > 0
+
+
+def test_seem_eval_rejects_unknown_methods_and_bad_cut_offs(tmp_path, capsys):
+    data = _locomo_file(tmp_path)
+    assert main(["eval", "locomo", "--data", str(data), "--out", str(tmp_path / "o"), "--methods", "seem,colbert"]) == 2
+    assert "colbert" in capsys.readouterr().err
+    assert main(["eval", "locomo", "--data", str(data), "--out", str(tmp_path / "o"), "--k", "10,x"]) == 2
+    assert "--k" in capsys.readouterr().err
