@@ -42,7 +42,7 @@ from seem_dagster.store.snapshot import SnapshotError, read_snapshot, read_table
 BENCHMARKS = ("locomo", "longmemeval")
 GRANULARITIES = ("session", "turn")
 TRACE_QUERIES = 20  # queries per method traced for memory (tracemalloc slows them; not timed)
-DENSE_BUILD_SAMPLE = 1000  # passages embedded uncached to time the dense baseline's build
+DENSE_BUILD_SAMPLE = 500  # passages embedded uncached to time the dense baseline's build
 # The build job's op steps; every other step is a blocking asset check.
 ASSET_STEPS = ("ingest_conversation", "extract_frames", "episodes", "build_graph", "retrieval_index")
 PACKAGES = ("seem-dagster", "dagster", "polars", "igraph", "spacy", "torch", "sentence-transformers", "bm25s")

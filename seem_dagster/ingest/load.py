@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
+from collections import OrderedDict
 from pathlib import Path
 
 from upath import UPath
@@ -12,6 +15,10 @@ from seem_dagster.ingest.conversation import Conversation, IngestOptions
 from seem_dagster.ingest.errors import InputError
 
 FORMATS = ("locomo", "longmemeval", "jsonl")
+# Parsed files by content hash: a build of N conversations from one file (every partition's
+# ingest step re-reads it) parses it once per process instead of N times.
+_PARSED: OrderedDict[tuple, list[Conversation]] = OrderedDict()
+_PARSED_MAX = 2
 
 
 def decode(raw: bytes, file: str) -> str:
@@ -72,7 +79,12 @@ def load_input(
         raise InputError(file, None, None, "is a directory, expected a file") from None
     text = decode(raw, file)
     fmt = fmt or detect_format(path, text)
-    parsed = parse_text(text, file, fmt, options)
+    key = (hashlib.blake2b(raw, digest_size=16).hexdigest(), file, fmt, options)
+    if key not in _PARSED:
+        _PARSED[key] = parse_text(text, file, fmt, options)
+        while len(_PARSED) > _PARSED_MAX:
+            _PARSED.popitem(last=False)
+    parsed = [dataclasses.replace(c, skipped=list(c.skipped)) for c in _PARSED[key]]
     if questions is not None:
         if fmt != "jsonl":
             raise InputError(str(questions), None, None, f"--questions is for jsonl input; {fmt} files carry their own")

@@ -21,9 +21,11 @@ GROUP = "graph"
 KINDS = {"parquet", "polars"}
 
 
-def _embedder(settings: SeemSettings, memory: MemorySettings, asset: str, key: str):
+def _embedder(settings: SeemSettings, memory: MemorySettings, key: str):
+    """The conversation's one text-hash vector cache, shared with `episodes`: entity names and
+    single-frame episode summaries are embedded once, not once per asset."""
     base = backends.embedder(memory.embedder)
-    path = cache_path(settings.root(), "embeddings", f"{base.name}-{asset}", key)
+    path = cache_path(settings.root(), "embeddings", base.name, key)
     return CachedEmbedder(base, read_cache_table(path)), path
 
 
@@ -45,7 +47,7 @@ def _embedder(settings: SeemSettings, memory: MemorySettings, asset: str, key: s
 def build_graph(context: AssetExecutionContext, facts: pl.DataFrame, settings: SeemSettings, memory: MemorySettings):
     key = context.partition_key
     entities = entities_from_facts(facts)
-    embedder, emb_path = _embedder(settings, memory, "entities", key)
+    embedder, emb_path = _embedder(settings, memory, key)
     vectors = embedder.encode(entities[Entities.name].to_list())
     if embedder.added:
         write_cache_table(emb_path, embedder.table())
@@ -106,7 +108,7 @@ def retrieval_index(
     context: AssetExecutionContext, passages: pl.DataFrame, facts: pl.DataFrame, entities: pl.DataFrame,
     episodes: pl.DataFrame, settings: SeemSettings, memory: MemorySettings,
 ):
-    embedder, path = _embedder(settings, memory, "index", context.partition_key)
+    embedder, path = _embedder(settings, memory, context.partition_key)
     parts = {
         PASSAGE: (passages[Passages.passage_id].to_list(),
                   [passage_text(s, t) for s, t in zip(passages[Passages.speaker].to_list(), passages[Passages.text].to_list())]),
