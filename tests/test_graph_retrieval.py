@@ -152,9 +152,14 @@ def test_rpe_default_scope_takes_the_nearest_turns_of_the_episode_or_the_session
     assert [r.passage_id for r in result.ranked[:3]] == ["p2", "p1", "p3"]
     assert result.ranked[1].reason == "same-session neighbour of anchor D1:2"
     session_only = retrieve(idx, unit(1, 0), np.zeros((0, DIM), np.float32), RetrievalConfig(
-        top_facts=1, top_passages_rpe=1, rpe_max_per_episode=4, rpe_scope="session"))
+        top_facts=1, top_passages_rpe=1, rpe_max_per_episode=4, rpe_scope="session", rpe_turn_window=2))
     assert [r.passage_id for r in session_only.ranked[:5]] == ["p2", "p0", "p1", "p3", "p4"]
     assert session_only.episodes == []
+    # The window counts turns of the conversation: with one turn each side only p1 and p3 qualify.
+    narrow = retrieve(idx, unit(1, 0), np.zeros((0, DIM), np.float32), RetrievalConfig(
+        top_facts=1, top_passages_rpe=1, rpe_max_per_episode=4, rpe_scope="session"))
+    assert [r.reason.startswith("same-session") for r in narrow.ranked[:3]] == [False, True, True]
+    assert [r.passage_id for r in narrow.ranked[1:3]] == ["p1", "p3"]
 
 
 def test_graph_edges_kinds_and_weights():

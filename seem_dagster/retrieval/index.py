@@ -49,6 +49,11 @@ class MemoryIndex:
             sessions.setdefault(s, []).append(pid)
         return {pid: members for members in sessions.values() for pid in members}
 
+    @cached_property
+    def turn_index(self) -> dict[str, int]:
+        """passage id -> its turn's index in the original session (gaps where turns were left out)."""
+        return dict(zip(self.passages[Passages.passage_id].to_list(), self.passages[Passages.turn_index].to_list()))
+
     @classmethod
     def from_tables(
         cls,
