@@ -1,7 +1,6 @@
 """The evaluation harness: metrics on hand-computed cases, then `seem eval` end to end on small real files."""
 
 import json
-from collections import defaultdict
 from datetime import datetime
 
 import pytest
@@ -19,7 +18,7 @@ from seem_dagster.evaluation.metrics import (
     recall_any,
 )
 from seem_dagster.evaluation.scoring import LocomoQuestion, budget_prefix, score_longmemeval, summarise_locomo
-from tests.conftest import SAMPLE, SAMPLE_QUESTIONS
+from seem_dagster.evaluation.sample import sample_sessions, write_sample_as_locomo
 
 VALID = {"D1:3", "D1:4", "D8:6", "D9:17", "D11:26", "D30:5", "D2:1"}
 
@@ -94,31 +93,13 @@ def test_budget_prefix_and_rrf():
 # --- end to end on the bundled sample, converted to each benchmark's real format -------------------
 
 
-def _sample():
-    turns = [json.loads(line) for line in SAMPLE.read_text().splitlines() if line.strip()]
-    questions = [json.loads(line) for line in SAMPLE_QUESTIONS.read_text().splitlines() if line.strip()]
-    sessions = defaultdict(list)
-    for t in turns:
-        sessions[t["session_id"]].append(t)
-    return dict(sorted(sessions.items())), questions
-
-
 def _locomo_file(tmp_path):
-    sessions, questions = _sample()
-    conversation = {"speaker_a": "Priya", "speaker_b": "Tomas"}
-    dia = {}
-    for n, (sid, ts) in enumerate(sessions.items(), start=1):
-        when = datetime.fromisoformat(ts[0]["timestamp"])
-        conversation[f"session_{n}_date_time"] = f"{when:%-I:%M} {when:%p}".lower() + f" on {when:%-d %B, %Y}"
-        conversation[f"session_{n}"] = [{"speaker": t["speaker"], "dia_id": f"D{n}:{i}", "text": t["text"]} for i, t in enumerate(ts, 1)]
-        dia.update({t["id"]: f"D{n}:{i}" for i, t in enumerate(ts, 1)})
-    cats = {"multi-hop": 1, "temporal": 2, "single-hop": 4}
-    qa = [{"question": q["question"], "answer": q["answer"], "evidence": [dia[e] for e in q["evidence"]],
-           "category": cats[q["category"]]} for q in questions]
+    path = write_sample_as_locomo(tmp_path / "locomo_sample.json")
+    data = json.loads(path.read_text())
+    qa = data[0]["qa"]
     qa[1]["evidence"] = ["; ".join(qa[1]["evidence"])]  # the release's joined form
     qa.append({"question": "What does Priya think of open-domain trivia?", "answer": "unknown", "evidence": [], "category": 3})
-    path = tmp_path / "locomo_sample.json"
-    path.write_text(json.dumps([{"sample_id": "sample-1", "conversation": conversation, "qa": qa}]))
+    path.write_text(json.dumps(data))
     return path
 
 
@@ -152,7 +133,7 @@ def test_seem_eval_locomo_end_to_end_and_reuses_the_built_memory(tmp_path):
 
 
 def _longmemeval_file(tmp_path):
-    sessions, questions = _sample()
+    sessions, questions = sample_sessions()
     role = {"Priya": "user", "Tomas": "assistant"}
     gold_q = next(q for q in questions if q["question_id"] == "q6")  # s4-01, a Priya (user) turn
     items = []

@@ -1,6 +1,7 @@
 from datetime import datetime
 
 import polars as pl
+import pytest
 
 from conftest import SAMPLE, SAMPLE_QUESTIONS, message, write_jsonl
 from seem_dagster.ingest import IngestOptions, load_input
@@ -103,3 +104,18 @@ def test_ids_are_stable_across_reads():
     a = load_input(SAMPLE)[0].passages[Passages.passage_id].to_list()
     b = load_input(SAMPLE)[0].passages[Passages.passage_id].to_list()
     assert a == b and len(set(a)) == len(a)
+
+
+def test_only_speaker_keeps_that_speakers_turns_and_counts_the_rest():
+    from seem_dagster.ingest import InputError
+
+    (everyone,) = load_input(SAMPLE)
+    (priya,) = load_input(SAMPLE, options=IngestOptions(speakers=("Priya",)))
+    assert set(priya.passages["speaker"].to_list()) == {"Priya"}
+    assert priya.excluded == everyone.passages.height - priya.passages.height > 0
+    # Kept turns keep their ids and turn indexes: the gaps show where the other speaker spoke.
+    kept = everyone.passages.filter(everyone.passages["speaker"] == "Priya")
+    assert priya.passages["passage_id"].to_list() == kept["passage_id"].to_list()
+    with pytest.raises(InputError) as err:
+        load_input(SAMPLE, options=IngestOptions(speakers=("Nobody",)))
+    assert "sample_conversation.jsonl" in str(err.value) and "speaker" in str(err.value)
