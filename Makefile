@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test install clean
+.PHONY: demo test install browser clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,16 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/seem demo
 
-test: $(STAMP)
+# The UI test drives Debian's chromium (no browser download); only `make test` installs it.
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif command -v apt-get >/dev/null; then \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  ($$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null) \
+	    || echo "could not install chromium: the browser test will skip"; \
+	else echo "no apt-get: the browser test will skip"; fi
+
+test: $(STAMP) browser
 	$(BIN)/python -m pytest
 
 clean:
