@@ -62,10 +62,8 @@ def markdown(results: dict) -> str:
 
 
 def plots(results: dict, out: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # Figures without pyplot: no global backend switch, so a notebook calling this keeps its own.
+    from matplotlib.figure import Figure
 
     methods = results["methods"]
     written = []
@@ -76,19 +74,19 @@ def plots(results: dict, out: Path) -> list[Path]:
         if budgets:
             curves["recall_at_budget.png"] = ("context budget (words)", [f"recall@budget{b}" for b in budgets], budgets)
         for filename, (xlabel, keys, xs) in curves.items():
-            fig, ax = plt.subplots(figsize=(6, 4))
+            fig = Figure(figsize=(6, 4)); ax = fig.subplots()
             for name, figures in methods.items():
                 ax.plot(xs, [figures[k]["overall"] for k in keys], marker="o", label=name)
             ax.set_xlabel(xlabel), ax.set_ylabel("evidence recall (all questions)"), ax.grid(alpha=0.3), ax.legend(fontsize=8)
-            fig.tight_layout(), fig.savefig(out / filename, dpi=110), plt.close(fig)
+            fig.tight_layout(), fig.savefig(out / filename, dpi=110)
             written.append(out / filename)
         key = "recall@10" if 10 in ks else f"recall@{ks[0]}"
         groups = list(next(iter(methods.values()))[key]["by_category"])
         values = {name: [figures[key]["by_category"][c] or 0 for c in groups] for name, figures in methods.items()}
-        written.append(_bars(plt, out / "by_category.png", groups, values, f"{key} by category"))
+        written.append(_bars(out / "by_category.png", groups, values, f"{key} by category"))
     else:
         for granularity in results["config"]["granularities"]:
-            fig, ax = plt.subplots(figsize=(6, 4))
+            fig = Figure(figsize=(6, 4)); ax = fig.subplots()
             for name, per in methods.items():
                 figures = per.get(granularity) or {}
                 ks = [1, 3, 5, 10, 30, 50]
@@ -96,24 +94,27 @@ def plots(results: dict, out: Path) -> list[Path]:
             ax.set_xscale("log"), ax.set_xlabel(f"k ({granularity}s)"), ax.set_ylabel("recall_all"), ax.grid(alpha=0.3)
             ax.legend(fontsize=8), fig.tight_layout()
             path = out / f"recall_at_k_{granularity}.png"
-            fig.savefig(path, dpi=110), plt.close(fig)
+            fig.savefig(path, dpi=110)
             written.append(path)
         granularity = results["config"]["granularities"][0]
         types = sorted({t for per in methods.values() for t in (per.get(granularity) or {}).get("by_type", {})})
         values = {name: [((per.get(granularity) or {}).get("by_type", {}).get(t) or {}).get("recall_all@5") or 0 for t in types]
                   for name, per in methods.items()}
-        written.append(_bars(plt, out / "by_type.png", types, values, f"{granularity} recall_all@5 by question type"))
+        written.append(_bars(out / "by_type.png", types, values, f"{granularity} recall_all@5 by question type"))
     return written
 
 
-def _bars(plt, path: Path, groups: list[str], values: dict[str, list[float]], title: str) -> Path:
-    fig, ax = plt.subplots(figsize=(max(6, len(groups) * 1.4), 4))
+def _bars(path: Path, groups: list[str], values: dict[str, list[float]], title: str) -> Path:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(max(6, len(groups) * 1.4), 4))
+    ax = fig.subplots()
     width = 0.8 / max(1, len(values))
     for i, (name, ys) in enumerate(values.items()):
         ax.bar([g + i * width for g in range(len(groups))], ys, width=width, label=name)
     ax.set_xticks([g + 0.4 - width / 2 for g in range(len(groups))], groups, rotation=20, fontsize=8)
     ax.set_ylim(0, 1), ax.set_title(title), ax.legend(fontsize=7), ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout(), fig.savefig(path, dpi=110), plt.close(fig)
+    fig.tight_layout(), fig.savefig(path, dpi=110)
     return path
 
 
