@@ -151,6 +151,9 @@ def test_rpe_default_scope_takes_the_nearest_turns_of_the_episode_or_the_session
     # p1 and p3 are the anchor's neighbours in its session (one turn away); p0 and p5 are further.
     assert [r.passage_id for r in result.ranked[:3]] == ["p2", "p1", "p3"]
     assert result.ranked[1].reason == "same-session neighbour of anchor D1:2"
+    assert result.episodes == []  # no turn of the anchor's episode came in: the context names none
+    with pytest.raises(ValueError, match="rpe_scope"):
+        RetrievalConfig(rpe_scope="episodes")
     session_only = retrieve(idx, unit(1, 0), np.zeros((0, DIM), np.float32), RetrievalConfig(
         top_facts=1, top_passages_rpe=1, rpe_max_per_episode=4, rpe_scope="session", rpe_turn_window=2))
     assert [r.passage_id for r in session_only.ranked[:5]] == ["p2", "p0", "p1", "p3", "p4"]

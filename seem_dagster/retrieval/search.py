@@ -15,6 +15,9 @@ from seem_dagster.retrieval.index import MemoryIndex
 from seem_dagster.schemas import Episodes, Facts, Passages
 
 
+RPE_SCOPES = ("episode", "session", "both")
+
+
 @dataclass(frozen=True)
 class RetrievalConfig:
     # Measured with `seem eval` (LoCoMo dev: 7 conversations, 1,347 questions; LongMemEval dev).
@@ -38,6 +41,10 @@ class RetrievalConfig:
     # Session turns count as the anchor's neighbours within this many turns of the original
     # conversation: a corpus of one speaker's turns (LongMemEval's user turns) has no neighbours at 1.
     rpe_turn_window: int = 1
+
+    def __post_init__(self):
+        if self.rpe_scope not in RPE_SCOPES:
+            raise ValueError(f"rpe_scope {self.rpe_scope!r}: choose from {', '.join(RPE_SCOPES)}")
 
 
 @dataclass(frozen=True)
@@ -116,17 +123,17 @@ def passage_prior(index: MemoryIndex, question_vector: np.ndarray, question: str
 def retrieve(
     index: MemoryIndex, question: np.ndarray, query_facts: np.ndarray, config: RetrievalConfig, *, question_text: str | None = None
 ) -> RetrievalResult:
-    dense = passage_prior(index, question, question_text, config)
+    prior = passage_prior(index, question, question_text, config)
     seeds = seeds_from(index, score_facts(index, question, query_facts), config) if config.use_graph else []
     ids = index.graph.passage_ids
     if seeds:
-        reset = reset_vector(index, seeds, dense, config)
+        reset = reset_vector(index, seeds, prior, config)
         pr = np.array(
             index.graph.graph.personalized_pagerank(
                 directed=False, damping=config.damping, reset=reset.tolist(), weights="weight", implementation="prpack"
             )
         )[: len(ids)]
-        order = np.lexsort((-dense, -pr))
+        order = np.lexsort((-prior, -pr))
         seed_source = {s.passage_id: s for s in seeds}
         ranked = []
         for i in order:
@@ -139,8 +146,8 @@ def retrieve(
             ranked.append(Ranked(pid, float(pr[i]), reason))
         mode = "graph"
     else:
-        order = np.argsort(-dense, kind="stable")
-        ranked = [Ranked(ids[i], float(dense[i]), f"direct match {dense[i]:.3f} (no usable fact)" if config.use_graph else f"direct match {dense[i]:.3f}") for i in order]
+        order = np.argsort(-prior, kind="stable")
+        ranked = [Ranked(ids[i], float(prior[i]), f"direct match {prior[i]:.3f} (no usable fact)" if config.use_graph else f"direct match {prior[i]:.3f}") for i in order]
         mode = "dense"
     if not config.use_rpe:
         return RetrievalResult(ranked, seeds, mode, [])
@@ -172,9 +179,9 @@ def expand(index: MemoryIndex, ranked: list[Ranked], config: RetrievalConfig) ->
             continue
         anchor = index.position[item.passage_id]
         nearest = sorted(members, key=lambda p: (abs(index.position[p] - anchor), index.position[p]))[: config.rpe_max_per_episode]
-        if ep is not None:
-            used.append(ep)
         episode_members = set(index.episodes[Episodes.passage_ids][ep].to_list()) if ep is not None else set()
+        if episode_members & set(nearest):
+            used.append(ep)  # only an episode that brought a turn is one the context describes
         for p in sorted(nearest, key=index.position.get):
             if p in episode_members:
                 why = f"episode {index.episodes[Episodes.episode_id][ep]} expanded from anchor {refs[item.passage_id]}"
