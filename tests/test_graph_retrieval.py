@@ -165,6 +165,26 @@ def test_rpe_default_scope_takes_the_nearest_turns_of_the_episode_or_the_session
     assert [r.passage_id for r in narrow.ranked[1:3]] == ["p1", "p3"]
 
 
+def test_a_reply_inherits_a_share_of_the_question_it_answers():
+    turns = [("Bo", "How was the trip?", 0), ("Ann", "Lisbon was lovely.", 1), ("Ann", "Also, work.", 2),
+             ("Bo", "Where did you stay?", 3), ("Ann", "With my aunt.", 5)]  # turn 4 left out of the corpus
+    p = table(Passages, [
+        {"passage_id": f"p{i}", "conversation_id": "c", "session_id": "s", "session_index": 0, "turn_index": t,
+         "speaker": who, "text": text, "timestamp": T, "source_ref": f"D1:{i}"}
+        for i, (who, text, t) in enumerate(turns)
+    ])
+    f = facts([])
+    vecs = [unit(1), unit(0, 1), unit(0.2, 1), unit(1), unit(0, 1)]
+    vectors = embeddings_frame(PASSAGE, p["passage_id"].to_list(), np.stack(vecs), "hand", DIM)
+    idx = MemoryIndex.from_tables(p, f, entities_from_facts(f), episodes([[f"p{i}"] for i in range(5)]), graph_edges(f, []), vectors)
+    assert idx.answers_to.tolist() == [-1, 0, -1, -1, -1]  # same speaker, or not the next turn: no reply
+    cfg = RetrievalConfig(use_rpe=False, lexical_weight=0.0)
+    ranked = [r.passage_id for r in retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), cfg).ranked]
+    assert ranked[:3] == ["p0", "p3", "p1"]  # p1 answers p0; p2 matches more on its own, p4 follows a gap
+    plain = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), RetrievalConfig(use_rpe=False, lexical_weight=0.0, answer_share=0.0))
+    assert [r.passage_id for r in plain.ranked][:3] == ["p0", "p3", "p2"]
+
+
 def test_graph_edges_kinds_and_weights():
     f = facts([("Ann", "play", "guitar", "p0"), ("ann", "play", "Guitar", "p1")])
     edges = graph_edges(f, [("n_x", "n_y", 0.9)])

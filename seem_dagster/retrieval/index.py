@@ -54,6 +54,20 @@ class MemoryIndex:
         """passage id -> its turn's index in the original session (gaps where turns were left out)."""
         return dict(zip(self.passages[Passages.passage_id].to_list(), self.passages[Passages.turn_index].to_list()))
 
+    @cached_property
+    def answers_to(self) -> np.ndarray:
+        """Row -> the row of the question it answers (the turn just before it in the original
+        session, by another speaker, asking something), or -1."""
+        out = np.full(self.passages.height, -1, dtype=np.int64)
+        rows = zip(self.passages[Passages.session_index].to_list(), self.passages[Passages.turn_index].to_list(),
+                   self.passages[Passages.speaker].to_list(), self.passages[Passages.text].to_list())
+        previous = None
+        for i, (session, turn, speaker, text) in enumerate(rows):
+            if previous and previous[0] == session and previous[1] == turn - 1 and previous[2] != speaker and "?" in previous[3]:
+                out[i] = i - 1
+            previous = (session, turn, speaker, text)
+        return out
+
     @classmethod
     def from_tables(
         cls,

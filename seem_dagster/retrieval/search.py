@@ -41,6 +41,11 @@ class RetrievalConfig:
     # Session turns count as the anchor's neighbours within this many turns of the original
     # conversation: a corpus of one speaker's turns (LongMemEval's user turns) has no neighbours at 1.
     rpe_turn_window: int = 1
+    # A reply to a question (the next turn, by the other speaker) inherits this share of the
+    # question's direct match: "Did you see someone about it?" finds "Yes, a physiotherapist called
+    # Dr. Osei". LoCoMo dev R@10 / R@25 0.682 / 0.777 without; 0.701 / 0.802 at 0.25, 0.702 / 0.810
+    # at 0.35, 0.692 / 0.805 at 0.5, 0.626 / 0.747 at 1.0. No effect on a one-speaker corpus.
+    answer_share: float = 0.35
 
     def __post_init__(self):
         if self.rpe_scope not in RPE_SCOPES:
@@ -108,7 +113,8 @@ def reset_vector(index: MemoryIndex, seeds: list[Seed], dense: np.ndarray, confi
 
 
 def passage_prior(index: MemoryIndex, question_vector: np.ndarray, question: str | None, config: RetrievalConfig) -> np.ndarray:
-    """Each passage's direct match with the question: dense cosine, plus scaled BM25 when configured."""
+    """Each passage's direct match with the question: dense cosine, plus scaled BM25 when configured,
+    plus a share of the match of the question turn a passage replies to."""
     if not index.passage_vectors.shape[0]:
         return np.zeros(0)
     prior = np.clip(index.passage_vectors @ question_vector, 0, None).astype(np.float64)
@@ -117,6 +123,10 @@ def passage_prior(index: MemoryIndex, question_vector: np.ndarray, question: str
         top = lexical.max()
         if top > 0:
             prior += config.lexical_weight * lexical / top
+    if config.answer_share:
+        asked = index.answers_to
+        replies = asked >= 0
+        prior[replies] += config.answer_share * prior[asked[replies]]
     return prior
 
 
