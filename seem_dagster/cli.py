@@ -17,9 +17,46 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
+def _llm_settings(args: argparse.Namespace):
+    from seem_dagster.llm.settings import LlmSettings
+
+    return LlmSettings.from_env(
+        backend=args.backend, model=args.model, base_url=args.base_url, response_format=args.response_format,
+        api_key_env=args.api_key_env, **({"max_concurrency": args.max_concurrency} if args.max_concurrency else {}),
+        **({"max_tokens": args.max_tokens} if args.max_tokens else {}),
+    )
+
+
+def _llm_resource(llm):
+    from seem_dagster.defs.resources import LlmResource
+
+    return LlmResource(backend=llm.backend, model=llm.model, base_url=llm.base_url, api_key_env=llm.api_key_env,
+                       response_format=llm.response_format, max_concurrency=llm.max_concurrency, max_tokens=llm.max_tokens)
+
+
+def _llm_summary(store: str, conversation_id: str) -> str | None:
+    import polars as pl
+
+    from seem_dagster.schemas import LlmCalls
+    from seem_dagster.store.snapshot import read_table, table_path
+
+    calls = read_table(table_path(store, "llm_calls", conversation_id))
+    if calls.height == 0:
+        return None
+    status = dict(calls.group_by(LlmCalls.status).len().iter_rows())
+    return (f"  llm: {int(calls[LlmCalls.calls].sum())} model calls, {calls.filter(pl.col(LlmCalls.cached)).height} cached results, "
+            f"{status.get('ok', 0)} ok, {status.get('failed', 0)} failed, {status.get('unanswered', 0)} unanswered; "
+            f"tokens {int(calls[LlmCalls.prompt_tokens].sum())} in / {int(calls[LlmCalls.completion_tokens].sum())} out")
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from seem_dagster.ingest import IngestOptions, InputError
     from seem_dagster.registry import register_file
+
+    try:
+        llm = _llm_settings(args)
+    except ValueError as err:
+        return _fail(str(err), EXIT_INPUT)
 
     options = IngestOptions(
         max_turn_chars=args.max_turn_chars, allow_empty_turns=args.allow_empty_turns,
@@ -37,12 +74,15 @@ def cmd_build(args: argparse.Namespace) -> int:
     from seem_dagster.defs.runner import build_conversations
     from seem_dagster.definitions import build_defs
 
-    defs = build_defs(store_root=args.store, max_turn_chars=args.max_turn_chars, allow_empty_turns=args.allow_empty_turns)
+    defs = build_defs(store_root=args.store, llm=_llm_resource(llm), max_turn_chars=args.max_turn_chars, allow_empty_turns=args.allow_empty_turns)
     outcomes = build_conversations(defs, [r.conversation_id for r in registered], progress=not args.quiet)
     failed = [o for o in outcomes if not o.success]
-    for reg in registered:
+    for reg, outcome in zip(registered, outcomes):
         excluded = f"; {reg.excluded} turns by other speakers left out (--only-speaker)" if reg.excluded else ""
         print(f"{reg.conversation_id}: {reg.passages} passages ({reg.status}{excluded})")
+        summary = _llm_summary(args.store, reg.conversation_id) if outcome.success else None
+        if summary:
+            print(summary)
     print(f"store: {Path(args.store).resolve() if '://' not in args.store else args.store}")
     if failed:
         first = failed[0]
@@ -65,21 +105,36 @@ def cmd_query(args: argparse.Namespace) -> int:
     except ValueError:
         return _fail(f"--date {args.date!r} is not an ISO date", EXIT_INPUT)
     try:
+        llm = _llm_settings(args)
+    except ValueError as err:
+        return _fail(str(err), EXIT_INPUT)
+    try:
         index = load_index(args.store, args.conversation)
     except SnapshotError as err:
         return _fail(str(err), EXIT_RUN)
+    session = None
+    if llm.enabled:
+        from seem_dagster.llm.session import LlmSession
+
+        session = LlmSession(llm, args.store, args.conversation)
     memory = MemorySettings()
     answered = ask(
         index, args.question, date, backends.extractor(memory.extractor), backends.embedder(memory.embedder),
-        memory.retrieval_config(), budget_words=args.budget,
+        memory.retrieval_config(), budget_words=args.budget, llm=session,
     )
+    answer = answered.answer or {}
+    llm_calls = None
+    if session is not None:
+        llm_calls = [{k: getattr(r, k) for k in ("prompt", "status", "cached", "calls", "prompt_tokens", "completion_tokens", "error")}
+                     for r in session.records]
     items = passages_json(index, answered, args.k)
     if args.json:
         print(json.dumps({
             "question": args.question, "conversation_id": args.conversation, "date": answered.date.isoformat(),
             "mode": answered.result.mode, "passages": items,
             "seed_facts": [s.__dict__ for s in answered.result.seeds],
-            "context": answered.context, "answer": None,
+            "context": answered.context, "answer": answer.get("answer"), "answer_evidence": answer.get("evidence"),
+            "llm_calls": llm_calls,
         }, indent=2, ensure_ascii=False))
         return 0
     print(f"Q: {args.question}  (as of {answered.date:%Y-%m-%d}, {answered.result.mode} retrieval, {answered.seconds * 1000:.0f} ms)\n")
@@ -87,7 +142,13 @@ def cmd_query(args: argparse.Namespace) -> int:
         print(f"{item['rank']:>3}. [{item['source_ref']}] {item['timestamp'][:10]} {item['speaker']}: {item['text']}")
         print(f"     why: {item['reason']}")
     print("\n" + answered.context)
-    print("\n(no answering model configured: the evidence above is the output; LLM backends are issue 6)")
+    if session is None:
+        print("\n(no answering model configured: the evidence above is the output; see --backend)")
+    elif answered.answer is None:
+        failed = [r for r in session.records if r.status != "ok"]
+        print(f"\nA: (the model gave no valid answer: {failed[-1].error if failed else 'unknown'})")
+    else:
+        print(f"\nA: {answer['answer']}  (evidence: {', '.join(answer['evidence']) or 'none cited'})")
     return 0
 
 
@@ -132,6 +193,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_llm_flags(p: argparse.ArgumentParser) -> None:
+    from seem_dagster.llm.settings import BACKENDS, RESPONSE_FORMATS
+
+    g = p.add_argument_group("language model (default from SEEM_LLM_* variables, else embedded: no model)")
+    g.add_argument("--backend", choices=BACKENDS, help="embedded (spaCy, no model), openai (any OpenAI-compatible server) or vllm (offline batch)")
+    g.add_argument("--model", help="model name as the server or vLLM knows it")
+    g.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+    g.add_argument("--response-format", choices=RESPONSE_FORMATS,
+                   help="json_schema (OpenAI, vllm serve; the default) or json_object with the schema (llama.cpp's server)")
+    g.add_argument("--api-key-env", help="environment variable holding the API key (default SEEM_LLM_API_KEY); never printed")
+    g.add_argument("--max-concurrency", type=int, help="requests in flight to the server (default 8)")
+    g.add_argument("--max-tokens", type=int, help="cap on each reply's tokens (default 768; each prompt has its own lower cap)")
+
+
 def parser() -> argparse.ArgumentParser:
     from seem_dagster.defs.resources import default_store
     from seem_dagster.ingest import FORMATS, IngestOptions
@@ -150,6 +225,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--only-speaker", action="append", metavar="NAME",
                    help="keep only this speaker's turns, e.g. LongMemEval's 'user' (repeatable; the rest are counted)")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_llm_flags(b)
     b.set_defaults(func=cmd_build)
 
     q = sub.add_parser("query", help="retrieve the evidence for a question from a built conversation")
@@ -160,6 +236,7 @@ def parser() -> argparse.ArgumentParser:
     q.add_argument("--k", type=int, default=10, help="passages to return (default: %(default)s)")
     q.add_argument("--budget", type=int, default=1000, help="context budget in words (default: %(default)s)")
     q.add_argument("--json", action="store_true", help="print JSON: passages with passage_id, source_ref, text, timestamp, score, reason")
+    _add_llm_flags(q)
     q.set_defaults(func=cmd_query)
 
     d = sub.add_parser("demo", help="build the bundled sample end to end and show what the memory holds")

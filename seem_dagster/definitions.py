@@ -10,13 +10,14 @@ from seem_dagster.defs.assets.ingest import ingest_conversation
 from seem_dagster.defs.assets.query import retrieved_context
 from seem_dagster.defs.checks import CHECKS
 from seem_dagster.defs.jobs import build_memory, query_memory
-from seem_dagster.defs.resources import MemorySettings, SeemSettings, SnapshotIOManager, default_inbox, default_store
+from seem_dagster.defs.resources import LlmResource, MemorySettings, SeemSettings, SnapshotIOManager, default_inbox, default_store
 from seem_dagster.defs.schedules import nightly_rebuild
 from seem_dagster.defs.sensors import inbox_sensor
 
 
 def build_defs(
-    store_root: str | None = None, inbox: str | None = None, memory: MemorySettings | None = None, **settings
+    store_root: str | None = None, inbox: str | None = None, memory: MemorySettings | None = None,
+    llm: LlmResource | None = None, **settings
 ) -> Definitions:
     store_root = store_root or default_store()
     return Definitions(
@@ -28,6 +29,7 @@ def build_defs(
         resources={
             "settings": SeemSettings(store_root=store_root, inbox=inbox or default_inbox(), **settings),
             "memory": memory or MemorySettings(),
+            "llm": llm or LlmResource(),
             "snapshot_io_manager": SnapshotIOManager(store_root=store_root),
         },
     )

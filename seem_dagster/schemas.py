@@ -207,3 +207,27 @@ def embeddings_frame(kind: str, item_ids: list[str], vectors, model: str, dim: i
             Embeddings.vector: pl.Array(pl.Float32(), dim), Embeddings.model: pl.String(),
         },
     )
+
+
+class LlmCalls(pa.DataFrameModel):
+    """One row per model request of a build or query: which prompt for which passage, what it cost,
+    and how it ended. ``status`` failed = output still invalid after the repair retry (``raw`` holds
+    it); unanswered = no reply from the engine. ``calls`` and tokens are 0 for a cached result."""
+
+    key: str = pa.Field()
+    conversation_id: str = pa.Field()
+    item_id: str = pa.Field()
+    prompt: str = pa.Field()
+    prompt_version: str = pa.Field()
+    backend: str = pa.Field()
+    model: str = pa.Field()
+    status: str = pa.Field(isin=["ok", "failed", "unanswered"])
+    cached: bool = pa.Field()
+    calls: int = pa.Field(ge=0)
+    prompt_tokens: int = pa.Field(ge=0)
+    completion_tokens: int = pa.Field(ge=0)
+    error: str = pa.Field(nullable=True)
+    raw: str = pa.Field(nullable=True)
+
+    class Config:
+        strict = True

@@ -13,7 +13,7 @@ from seem_dagster.defs.partitions import conversations
 # 1.13 marks that as preview. We rely on it knowingly, so the warning is not repeated on every load.
 warnings.filterwarnings("ignore", category=PreviewWarning, message="Specifying a partitions_def on an AssetCheckSpec")
 
-from seem_dagster.schemas import Entities, Episodes, EventFrames, Facts, GraphEdges, Passages, Questions
+from seem_dagster.schemas import Entities, Episodes, EventFrames, Facts, GraphEdges, LlmCalls, Passages, Questions
 
 
 def schema_result(model, frame: pl.DataFrame) -> AssetCheckResult:
@@ -40,6 +40,11 @@ def passages_schema(passages: pl.DataFrame) -> AssetCheckResult:
 @asset_check(partitions_def=conversations, asset="questions", blocking=True, description="questions match the Questions schema (pandera)")
 def questions_schema(questions: pl.DataFrame) -> AssetCheckResult:
     return schema_result(Questions, questions)
+
+
+@asset_check(partitions_def=conversations, asset="llm_calls", blocking=True, description="llm_calls match the LlmCalls schema (pandera)")
+def llm_calls_schema(llm_calls: pl.DataFrame) -> AssetCheckResult:
+    return schema_result(LlmCalls, llm_calls)
 
 
 @asset_check(partitions_def=conversations, asset="event_frames", blocking=True, description="event_frames match the EventFrames schema (pandera)")
@@ -126,6 +131,6 @@ def graph_edges_integrity(graph_edges: pl.DataFrame, passages: pl.DataFrame, ent
 
 CHECKS = [
     entities_schema, graph_edges_integrity,
-    passages_schema, questions_schema, event_frames_schema, facts_schema, episodes_schema,
+    passages_schema, questions_schema, llm_calls_schema, event_frames_schema, facts_schema, episodes_schema,
     event_frames_provenance, facts_provenance, episodes_provenance,
 ]

@@ -24,11 +24,25 @@ class ParquetSnapshotIOManager(UPathIOManager):
         # Conversation ids are user data: encode them so no id can leave the asset's folder.
         return base_path / file_stem(partition)
 
+    def handle_output(self, context: OutputContext, obj) -> None:
+        # A run over a partition range (BackfillPolicy.single_run) hands over {partition: table}.
+        if context.has_asset_partitions and len(context.asset_partition_keys) > 1:
+            if not isinstance(obj, dict) or set(obj) != set(context.asset_partition_keys):
+                raise TypeError(f"{context.asset_key.to_user_string()}: a run over {len(context.asset_partition_keys)} partitions "
+                                "must output a dict with one table per partition")
+            for partition, path in self._get_paths_for_partitions(context).items():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._write(context, obj[partition], path, partition)
+            return
+        super().handle_output(context, obj)
+
     def dump_to_path(self, context: OutputContext, obj: pl.DataFrame, path: UPath) -> None:
+        self._write(context, obj, path, context.partition_key if context.has_partition_key else None)
+
+    def _write(self, context: OutputContext, obj: pl.DataFrame, path: UPath, partition: str | None) -> None:
         if not isinstance(obj, pl.DataFrame):
             raise TypeError(f"{context.asset_key.to_user_string()}: expected a polars DataFrame, got {type(obj).__name__}")
         asset = context.asset_key.path[-1]
-        partition = context.partition_key if context.has_partition_key else None
         snapshot.write_table(path, obj, snapshot.footer(asset, partition, self._passages_fingerprint(asset, obj, path, partition)))
 
     def _passages_fingerprint(self, asset: str, obj: pl.DataFrame, path: UPath, partition: str | None) -> str | None:

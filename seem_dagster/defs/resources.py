@@ -10,6 +10,7 @@ from upath import UPath
 from seem_dagster.defs.io_manager import ParquetSnapshotIOManager
 from seem_dagster.fusion import FusionConfig
 from seem_dagster.ingest import IngestOptions
+from seem_dagster.llm.settings import LlmSettings
 from seem_dagster.retrieval.search import RetrievalConfig
 
 DEFAULT_STORE = "assets"
@@ -46,6 +47,30 @@ class SnapshotIOManager(ConfigurableIOManagerFactory):
 
     def create_io_manager(self, context) -> ParquetSnapshotIOManager:
         return ParquetSnapshotIOManager(UPath(self.store_root))
+
+
+class LlmResource(ConfigurableResource):
+    """The language model that extracts frames and facts, answers and judges. Empty fields come from
+    SEEM_LLM_BACKEND / _MODEL / _BASE_URL / _RESPONSE_FORMAT / _API_KEY_ENV; with neither, backend
+    ``embedded`` (no model: the spaCy extractor). The key itself is only ever read from the
+    environment variable ``api_key_env`` names."""
+
+    backend: str = ""
+    model: str = ""
+    base_url: str = ""
+    api_key_env: str = ""
+    response_format: str = ""
+    max_concurrency: int = LlmSettings.max_concurrency
+    timeout_s: float = LlmSettings.timeout_s
+    max_retries: int = LlmSettings.max_retries
+    max_tokens: int = LlmSettings.max_tokens
+
+    def settings(self) -> LlmSettings:
+        return LlmSettings.from_env(
+            backend=self.backend or None, model=self.model or None, base_url=self.base_url or None,
+            api_key_env=self.api_key_env or None, response_format=self.response_format or None,
+            max_concurrency=self.max_concurrency, timeout_s=self.timeout_s, max_retries=self.max_retries, max_tokens=self.max_tokens,
+        )
 
 
 _FUSION = FusionConfig()

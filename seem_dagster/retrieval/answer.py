@@ -20,16 +20,24 @@ class Answered:
     result: RetrievalResult
     context: str
     seconds: float
+    answer: dict | None = None  # {"answer", "evidence"} from the answering model, when one is configured
 
 
-def ask(index: MemoryIndex, question: str, date: datetime | None, extractor, embedder, config: RetrievalConfig, *, budget_words: int = 1000) -> Answered:
+def ask(
+    index: MemoryIndex, question: str, date: datetime | None, extractor, embedder, config: RetrievalConfig,
+    *, budget_words: int = 1000, llm=None,
+) -> Answered:
+    """``llm`` (an LlmSession) extracts the query facts and answers from the context; without it the
+    embedded extractor reads the question and the evidence is the output."""
     date = date or index.passages[Passages.timestamp].max()
     started = time.perf_counter()
-    query = encode_query(question, date, extractor, embedder, index.passages[Passages.conversation_id][0])
+    facts = llm.query_facts(question, date) if llm is not None else None
+    query = encode_query(question, date, extractor, embedder, index.passages[Passages.conversation_id][0], facts=facts)
     result = retrieve(index, query.vector, query.fact_vectors, config, question_text=question)
     seconds = time.perf_counter() - started
     context = render(index, result, select_within_budget(index, result, budget_words))
-    return Answered(question, date, result, context, seconds)
+    answer = llm.answer(question, date, context) if llm is not None else None
+    return Answered(question, date, result, context, seconds, answer)
 
 
 def passages_json(index: MemoryIndex, answered: Answered, k: int) -> list[dict]:

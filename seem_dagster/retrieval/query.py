@@ -22,11 +22,16 @@ class EncodedQuery:
     fact_vectors: np.ndarray
 
 
-def encode_query(question: str, date: datetime, extractor: Extractor, embedder, conversation_id: str = "query") -> EncodedQuery:
-    """Relative dates in the question resolve against ``date`` (e.g. LongMemEval's question_date)."""
-    (extraction,) = extractor.extract(
-        [PassageInput(passage_id="query", conversation_id=conversation_id, speaker=QUERY_SPEAKER, text=question, timestamp=date)]
-    )
-    texts = [question] + [fact_text(f.subject, f.relation, f.object) for f in extraction.facts]
+def encode_query(
+    question: str, date: datetime, extractor: Extractor, embedder, conversation_id: str = "query", facts: list[Fact] | None = None
+) -> EncodedQuery:
+    """Relative dates in the question resolve against ``date`` (e.g. LongMemEval's question_date).
+    ``facts`` from a language model replace the extractor's."""
+    if facts is None:
+        (extraction,) = extractor.extract(
+            [PassageInput(passage_id="query", conversation_id=conversation_id, speaker=QUERY_SPEAKER, text=question, timestamp=date)]
+        )
+        facts = extraction.facts
+    texts = [question] + [fact_text(f.subject, f.relation, f.object).strip() for f in facts]
     vectors = embedder.encode(texts)
-    return EncodedQuery(question, date, vectors[0], extraction.facts, vectors[1:])
+    return EncodedQuery(question, date, vectors[0], facts, vectors[1:])

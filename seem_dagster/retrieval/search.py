@@ -31,7 +31,9 @@ class RetrievalConfig:
     min_fact_score: float = 0.3
     damping: float = 0.5  # igraph: probability of continuing the walk
     passage_share: float = 2.0
-    top_passages_rpe: int = 2
+    # With answer_share the reply is often already ranked: RPE from the top 2 then cost R@5 (0.562
+    # against 0.636 without RPE); from the top 1: R@5 / R@10 / R@25 0.601 / 0.717 / 0.809.
+    top_passages_rpe: int = 1
     rpe_max_per_episode: int = 2
     use_graph: bool = True
     use_rpe: bool = True

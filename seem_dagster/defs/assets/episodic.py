@@ -4,20 +4,23 @@ import json
 import time
 
 import polars as pl
-from dagster import AssetExecutionContext, AssetIn, AssetOut, MetadataValue, Output, asset, multi_asset
+from dagster import AssetExecutionContext, AssetIn, AssetOut, BackfillPolicy, MetadataValue, Output, asset, multi_asset
 
 from seem_dagster import backends, ids
 from seem_dagster.defs.metadata import markdown_table, table_metadata
 from seem_dagster.defs.partitions import conversations
-from seem_dagster.defs.resources import MemorySettings, SeemSettings
+from seem_dagster.defs.resources import LlmResource, MemorySettings, SeemSettings
 from seem_dagster.embeddings import CachedEmbedder
 from seem_dagster.episodic import frame_items, fuse_frames
-from seem_dagster.extraction.interface import extract_with_cache, inputs_from_passages, to_tables
-from seem_dagster.schemas import Episodes, EventFrames, Facts, Passages
-from seem_dagster.store.cache import cache_path, read_cache_table, read_kv, write_cache_table, write_kv
+from seem_dagster.extraction.build import extract_embedded, extract_with_llm
+from seem_dagster.schemas import Episodes, EventFrames, Facts, LlmCalls, Passages
+from seem_dagster.store.cache import cache_path, read_cache_table, write_cache_table
 
 GROUP = "episodic"
 KINDS = {"parquet", "polars"}
+
+
+LLM_POOL = "llm"
 
 
 @multi_asset(
@@ -34,42 +37,85 @@ KINDS = {"parquet", "polars"}
             "the speaker as the subject of 'I'. The graph layer builds on them.",
             group_name=GROUP, kinds=KINDS | {"spacy"}, io_manager_key="snapshot_io_manager",
         ),
+        "llm_calls": AssetOut(
+            description="Every language-model request of the extraction: prompt, passage, calls, tokens, and "
+            "status (ok, failed after the repair retry with the raw output and reason, unanswered). Empty "
+            "with the embedded extractor.",
+            group_name=GROUP, kinds=KINDS, io_manager_key="snapshot_io_manager",
+        ),
     },
+    # Model steps share a pool (limit it in dagster.yaml: concurrency.pools), and a backfill of many
+    # conversations runs as one step, so vLLM gets every passage of the range in one batch.
+    pool=LLM_POOL,
+    backfill_policy=BackfillPolicy.single_run(),
 )
-def extract_frames(context: AssetExecutionContext, passages: pl.DataFrame, settings: SeemSettings, memory: MemorySettings):
-    extractor = backends.extractor(memory.extractor)
-    cache_file = cache_path(settings.root(), "extraction", f"{extractor.name}@{extractor.version}", context.partition_key)
-    cache = read_kv(cache_file)
-    inputs = inputs_from_passages(passages)
+def extract_frames(
+    context: AssetExecutionContext, passages, settings: SeemSettings, memory: MemorySettings, llm: LlmResource
+):
+    keys = list(context.partition_keys)
+    tables = passages if isinstance(passages, dict) else {keys[0]: passages}
+    llm_settings = llm.settings()
     started = time.perf_counter()
-    run = extract_with_cache(extractor, inputs, cache)
+    if llm_settings.enabled:
+        built = extract_with_llm(settings.root(), tables, llm_settings, backends.extractor(memory.extractor))
+    else:
+        built = {key: extract_embedded(settings.root(), key, table, backends.extractor(memory.extractor)) for key, table in tables.items()}
     seconds = time.perf_counter() - started
-    frames, facts = to_tables(inputs, run.results, extractor.name)
-    if run.new_entries:
-        write_kv(cache_file, {**cache, **run.new_entries})
-    events = frames[EventFrames.events].list.len()
-    timed = facts.filter(pl.col(Facts.time).is_not_null()).height
+    frames = {k: b.frames for k, b in built.items()}
+    facts = {k: b.facts for k, b in built.items()}
+    calls = {k: b.calls for k, b in built.items()}
+    all_frames, all_facts, all_calls = (pl.concat(list(t.values())) for t in (frames, facts, calls))
+    extracted = sum(b.extracted for b in built.values())
+    events = all_frames[EventFrames.events].list.len()
+    failed = all_calls.filter(pl.col(LlmCalls.status) != "ok")
+    one = len(keys) == 1
+
+    def value(per_partition: dict):
+        return per_partition[keys[0]] if one else per_partition
+
     yield Output(
-        frames,
+        value(frames),
         output_name="event_frames",
         metadata={
-            **table_metadata(frames, [EventFrames.passage_id, EventFrames.summary]),
-            "extractor": MetadataValue.text(f"{extractor.name} v{extractor.version}"),
-            "cache_hits": MetadataValue.int(run.hits),
-            "extracted": MetadataValue.int(run.misses),
+            **table_metadata(all_frames, [EventFrames.passage_id, EventFrames.summary]),
+            "extractor": MetadataValue.text(built[keys[0]].extractor),
+            "partitions_in_this_step": MetadataValue.int(len(keys)),
+            "cache_hits": MetadataValue.int(all_frames.height - extracted),
+            "extracted": MetadataValue.int(extracted),
             "seconds": MetadataValue.float(round(seconds, 2)),
-            "passages_per_second": MetadataValue.float(round(run.misses / seconds, 1) if run.misses and seconds else 0.0),
+            "passages_per_second": MetadataValue.float(round(extracted / seconds, 1) if extracted and seconds else 0.0),
             "events": MetadataValue.int(int(events.sum() or 0)),
             "frames_without_events": MetadataValue.int(int((events == 0).sum())),
+            "llm_failures": MetadataValue.int(failed.height),
         },
     )
     yield Output(
-        facts,
+        value(facts),
         output_name="facts",
         metadata={
-            **table_metadata(facts, [Facts.subject, Facts.relation, Facts.object, Facts.time, Facts.time_text]),
-            "with_time": MetadataValue.int(timed),
-            "cache_hits": MetadataValue.int(run.hits),
+            **table_metadata(all_facts, [Facts.subject, Facts.relation, Facts.object, Facts.time, Facts.time_text]),
+            "with_time": MetadataValue.int(all_facts.filter(pl.col(Facts.time).is_not_null()).height),
+        },
+    )
+    prompt_tokens, completion_tokens = int(all_calls[LlmCalls.prompt_tokens].sum() or 0), int(all_calls[LlmCalls.completion_tokens].sum() or 0)
+    fresh = all_calls.filter(~pl.col(LlmCalls.cached)).height
+    yield Output(
+        value(calls),
+        output_name="llm_calls",
+        metadata={
+            **table_metadata(all_calls, [LlmCalls.item_id, LlmCalls.prompt, LlmCalls.status, LlmCalls.calls, LlmCalls.prompt_tokens, LlmCalls.completion_tokens]),
+            "llm": MetadataValue.json(llm_settings.describe()),
+            "model_calls": MetadataValue.int(int(all_calls[LlmCalls.calls].sum() or 0)),
+            "cached_results": MetadataValue.int(all_calls.filter(pl.col(LlmCalls.cached)).height),
+            "failed": MetadataValue.int(failed.filter(pl.col(LlmCalls.status) == "failed").height),
+            "unanswered": MetadataValue.int(failed.filter(pl.col(LlmCalls.status) == "unanswered").height),
+            "prompt_tokens": MetadataValue.int(prompt_tokens),
+            "completion_tokens": MetadataValue.int(completion_tokens),
+            "tokens_per_passage": MetadataValue.float(round((prompt_tokens + completion_tokens) / fresh, 1) if fresh else 0.0),
+            "failures": MetadataValue.md(
+                markdown_table(failed, [LlmCalls.item_id, LlmCalls.status, LlmCalls.error, LlmCalls.raw], rows=20, width=200)
+                if failed.height else "no failures"
+            ),
         },
     )
 

@@ -1,0 +1,1 @@
+"""Language-model backends behind the extraction interface: prompts, engines, the cached client."""

@@ -1,0 +1,107 @@
+"""OpenAI-compatible chat completions over HTTP (vllm serve, llama.cpp's server, hosted APIs).
+
+Async with bounded concurrency; timeouts; retries with exponential back-off on 429 and 5xx
+(honouring Retry-After) and on connection errors. The API key goes into the Authorization header
+only: errors quote the status and the start of the response body, never the request headers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Sequence
+
+import httpx
+
+from seem_dagster.llm.engine import ChatReply, ChatRequest, EngineError
+from seem_dagster.llm.settings import LlmSettings
+
+RETRY_STATUS = {429, 500, 502, 503, 504}
+MAX_BACKOFF_S = 30.0
+
+
+def response_format(mode: str, request: ChatRequest) -> dict:
+    if mode == "json_schema":
+        return {"type": "json_schema", "json_schema": {"name": request.schema_name, "schema": request.schema, "strict": True}}
+    return {"type": "json_object", "schema": request.schema}
+
+
+class OpenAICompatibleEngine:
+    backend = "openai"
+
+    def __init__(self, settings: LlmSettings, transport: httpx.AsyncBaseTransport | None = None):
+        self.settings = settings
+        self.model = settings.model
+        self.url = settings.base_url.rstrip("/") + "/chat/completions"
+        self._transport = transport
+
+    def __repr__(self) -> str:  # never the key
+        return f"OpenAICompatibleEngine(url={self.url!r}, model={self.model!r}, response_format={self.settings.response_format!r})"
+
+    def complete(self, requests: Sequence[ChatRequest]) -> list[ChatReply]:
+        if not requests:
+            return []
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            replies = asyncio.run(self._all(requests))
+        else:  # called from a running loop (a notebook): run ours in a worker thread
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                replies = pool.submit(asyncio.run, self._all(requests)).result()
+        if all(r.text is None for r in replies) and all((r.error or "").startswith("connection") for r in replies):
+            raise EngineError(f"no reply from {self.url}: {replies[0].error}")
+        return replies
+
+    async def _all(self, requests: Sequence[ChatRequest]) -> list[ChatReply]:
+        headers = {"Content-Type": "application/json"}
+        key = self.settings.api_key()
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        limit = asyncio.Semaphore(self.settings.max_concurrency)
+        timeout = httpx.Timeout(self.settings.timeout_s, connect=min(10.0, self.settings.timeout_s))
+        async with httpx.AsyncClient(headers=headers, timeout=timeout, transport=self._transport) as client:
+            return list(await asyncio.gather(*(self._one(client, limit, r) for r in requests)))
+
+    async def _one(self, client: httpx.AsyncClient, limit: asyncio.Semaphore, request: ChatRequest) -> ChatReply:
+        body = {
+            "model": self.model,
+            "messages": list(request.messages),
+            "temperature": self.settings.temperature,
+            "max_tokens": request.max_tokens,
+            "response_format": response_format(self.settings.response_format, request),
+        }
+        error = "no attempt"
+        attempts = 0
+        for attempt in range(self.settings.max_retries + 1):
+            attempts = attempt + 1
+            wait = self.settings.backoff_s * 2**attempt
+            async with limit:
+                try:
+                    response = await client.post(self.url, json=body)
+                except httpx.TimeoutException as err:
+                    error = f"timeout after {self.settings.timeout_s:g} s ({type(err).__name__})"
+                    response = None
+                except httpx.TransportError as err:
+                    error = f"connection failed: {type(err).__name__}: {err}"
+                    response = None
+            if response is not None:
+                if response.status_code == 200:
+                    return self._reply(request, response, attempts)
+                error = f"HTTP {response.status_code}: {response.text[:300]}"
+                if response.status_code not in RETRY_STATUS:
+                    return ChatReply(request.key, None, error=error, attempts=attempts)
+                retry_after = response.headers.get("retry-after")
+                if retry_after and retry_after.replace(".", "", 1).isdigit():
+                    wait = float(retry_after)
+            if attempt < self.settings.max_retries:
+                await asyncio.sleep(min(wait, MAX_BACKOFF_S))
+        return ChatReply(request.key, None, error=f"{error} (after {attempts} attempts)", attempts=attempts)
+
+    def _reply(self, request: ChatRequest, response: httpx.Response, attempts: int) -> ChatReply:
+        try:
+            data = response.json()
+            text = data["choices"][0]["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError) as err:
+            return ChatReply(request.key, None, error=f"malformed response ({type(err).__name__}): {response.text[:300]}", attempts=attempts)
+        usage = data.get("usage") or {}
+        return ChatReply(request.key, text, int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0), attempts=attempts)
