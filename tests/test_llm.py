@@ -200,3 +200,45 @@ def test_settings_name_what_is_missing():
 def test_extraction_from_drops_incomplete_facts_and_keeps_the_passage():
     result = extraction_from({**GOOD, "summary": "  "}, "p_1", "Priya: I signed up.")
     assert result.summary == "Priya: I signed up." and len(result.facts) == 1
+
+
+def test_a_partition_range_is_extracted_in_one_step_as_one_batch(tmp_path):
+    """BackfillPolicy.single_run: a backfill of many conversations reaches extract_frames as one step
+    (so vLLM gets one batch); each conversation's tables still land in its own snapshot."""
+    from dagster import AssetKey, DagsterInstance, materialize
+    from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
+
+    from seem_dagster.definitions import build_defs
+    from seem_dagster.defs.assets.episodic import extract_frames
+    from seem_dagster.defs.assets.ingest import ingest_conversation
+    from seem_dagster.defs.runner import build_conversations
+    from seem_dagster.registry import register_file
+    from seem_dagster.store.snapshot import read_table, table_path
+
+    chat = tmp_path / "two.jsonl"
+    rows = [{"conversation_id": cid, "session_id": "s1", "timestamp": "2024-03-02T19:05:00", "speaker": who, "text": text, "id": f"{cid}-{i}"}
+            for cid in ("alpha", "beta") for i, (who, text) in enumerate([("Ann", f"I adopted a dog in {cid}."), ("Bo", "What is its name?")])]
+    chat.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    store = str(tmp_path / "store")
+    register_file(store, str(chat), "jsonl")
+    defs = build_defs(store_root=store)
+    instance = DagsterInstance.ephemeral()
+    assert all(o.success for o in build_conversations(defs, ["alpha", "beta"], instance=instance))
+    single = {cid: read_table(table_path(store, "event_frames", cid)) for cid in ("alpha", "beta")}
+
+    assert extract_frames.backfill_policy.max_partitions_per_run is None  # single_run
+    assert extract_frames.op.pool == "llm"  # model steps share one concurrency pool
+    resources = dict(defs.resources)
+    result = materialize(
+        [ingest_conversation, extract_frames], selection=[AssetKey("event_frames"), AssetKey("facts"), AssetKey("llm_calls")],
+        instance=instance, resources=resources,
+        tags={ASSET_PARTITION_RANGE_START_TAG: "alpha", ASSET_PARTITION_RANGE_END_TAG: "beta"},
+    )
+    assert result.success
+    steps = [e for e in result.all_events if e.event_type_value == "STEP_SUCCESS"]
+    assert len(steps) == 1  # both conversations in one step
+    materialized = [e.event_specific_data.materialization for e in result.all_events if e.event_type_value == "ASSET_MATERIALIZATION"]
+    assert sorted((m.asset_key.path[-1], m.partition) for m in materialized if m.asset_key.path[-1] == "event_frames") == [
+        ("event_frames", "alpha"), ("event_frames", "beta")]
+    for cid in ("alpha", "beta"):
+        assert read_table(table_path(store, "event_frames", cid)).equals(single[cid])
