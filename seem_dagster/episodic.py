@@ -52,15 +52,18 @@ def frame_items(frames: pl.DataFrame, passages: pl.DataFrame, vectors: np.ndarra
     return items
 
 
-def episodes_table(episodes: list[Episode]) -> pl.DataFrame:
+def episodes_table(episodes: list[Episode], merged: dict[str, tuple[str, list[dict]]] | None = None) -> pl.DataFrame:
+    """``merged``: episode id -> (summary, events) written by a model; the rest summarise themselves."""
+    merged = merged or {}
     rows = []
     for e in sorted(episodes, key=lambda e: e.members[0].order):
+        summary, events = merged.get(e.episode_id, (e.summary(), e.events))
         rows.append(
             {
                 Episodes.episode_id: e.episode_id,
                 Episodes.conversation_id: e.conversation_id,
-                Episodes.summary: e.summary(),
-                Episodes.events: [{role: ev.get(role) for role in EVENT_ROLES} for ev in e.events],
+                Episodes.summary: summary,
+                Episodes.events: [{role: ev.get(role) for role in EVENT_ROLES} for ev in events],
                 Episodes.passage_ids: e.passage_ids,
                 Episodes.frame_ids: [m.frame_id for m in e.members],
                 Episodes.first_time: e.first_time,

@@ -242,3 +242,43 @@ def test_a_partition_range_is_extracted_in_one_step_as_one_batch(tmp_path):
         ("event_frames", "alpha"), ("event_frames", "beta")]
     for cid in ("alpha", "beta"):
         assert read_table(table_path(store, "event_frames", cid)).equals(single[cid])
+
+
+def test_llm_fusion_judges_every_candidate_pair_in_one_batch_and_merges_multi_frame_episodes(tmp_path):
+    import numpy as np
+
+    from seem_dagster.fusion import FrameItem, FusionConfig
+    from seem_dagster.llm.fusion_step import fuse_frames_with_llm
+
+    summaries = ["Priya signed up for the marathon.", "Tomas adopted a beagle.", "Priya ran her marathon in 2h09.",
+                 "Tomas's beagle chewed a slipper.", "Priya's marathon training paused."]
+    vec = lambda *x: np.array(x, dtype=np.float32) / np.linalg.norm(x)  # noqa: E731
+    vectors = [vec(1, 0.1), vec(0.6, 1), vec(1, 0.2), vec(0.5, 1), vec(1, 0.3)]
+    items = [FrameItem(f"f_{i:016x}", f"p_{i:016x}", "c", datetime(2024, 3, 1 + i), 0, i, s, (), v)
+             for i, (s, v) in enumerate(zip(summaries, vectors))]
+
+    def fusion_script(convo):
+        data = data_of(convo)
+        if "frames" in data and "frame" not in data:  # merge prompt
+            return json.dumps({"summary": "Priya's marathon, from sign-up to finish.", "events": []})
+        new, old = data["frame"]["summary"], data["episode"]["summary"]
+        if "paused" in new:
+            return "not json"  # fails twice: decided by the rule (cosine >= threshold) instead
+        same = ("marathon" in new and "marathon" in old) or ("beagle" in new and "beagle" in old)
+        return json.dumps({"same_event": same, "reason": "shared storyline" if same else "different things"})
+
+    engine, made = vllm_engine(fusion_script)
+    config = FusionConfig(candidates=2, min_similarity=0.0, threshold=0.999)
+    fused = fuse_frames_with_llm(tmp_path, "c", items, config, engine.settings, engine=engine)
+    judge_batches = [c for c in made[0].calls if c[1][0].structured_outputs.json == fusion_judge.SCHEMA]
+    assert len(judge_batches[0][0]) == fused.result.judged_pairs == 7  # frames 1..4: 1 + 2 + 2 + 2 candidates
+    groups = sorted(fused.table["passage_ids"].to_list())
+    assert groups == [["p_0000000000000000", "p_0000000000000002"], ["p_0000000000000001", "p_0000000000000003"], ["p_0000000000000004"]]
+    assert fused.result.rule_fallbacks == 2 and fused.result.stats.fused == 2
+    merged = fused.table.filter(pl.col("passage_ids").list.len() > 1)["summary"].to_list()
+    assert merged == ["Priya's marathon, from sign-up to finish."] * 2
+    calls = fused.calls()
+    assert set(calls["prompt"]) == {"fusion_judge", "fusion_merge"} and calls.filter(pl.col("status") == "failed").height == 2
+    before = len(made[0].calls)
+    again = fuse_frames_with_llm(tmp_path, "c", items, config, engine.settings, engine=engine)
+    assert len(made[0].calls) == before and again.table.equals(fused.table)  # cached: zero calls

@@ -77,3 +77,4 @@ def extract_with_llm(root, tables: dict[str, pl.DataFrame], settings: LlmSetting
         calls = table(LlmCalls, records_as_rows(records, cid, settings.backend, settings.model))
         out[cid] = Extracted(frames, facts, calls, sum(1 for r in records if not r.cached), label)
     return out
+

@@ -41,15 +41,16 @@ def _text(value) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
 
 
+def event_from(e: dict) -> Event:
+    return Event(
+        participants=[p.strip() for p in e["participants"] if _text(p)], action=_text(e["action"]),
+        time=as_iso_time(e["time"]), time_text=_text(e["time_text"]), location=_text(e["location"]),
+        cause=_text(e["cause"]), manner=_text(e["manner"]),
+    )
+
+
 def extraction_from(output: dict, passage_id: str, fallback_summary: str) -> PassageExtraction:
-    events = [
-        Event(
-            participants=[p.strip() for p in e["participants"] if _text(p)], action=_text(e["action"]),
-            time=as_iso_time(e["time"]), time_text=_text(e["time_text"]), location=_text(e["location"]),
-            cause=_text(e["cause"]), manner=_text(e["manner"]),
-        )
-        for e in output["events"]
-    ]
+    events = [event_from(e) for e in output["events"]]
     facts = [
         Fact(_text(f["subject"]), _text(f["relation"]), _text(f["object"]), as_iso_time(f["time"]), _text(f["time_text"]))
         for f in output["facts"]

@@ -13,6 +13,7 @@ from seem_dagster.defs.resources import LlmResource, MemorySettings, SeemSetting
 from seem_dagster.embeddings import CachedEmbedder
 from seem_dagster.episodic import frame_items, fuse_frames
 from seem_dagster.extraction.build import extract_embedded, extract_with_llm
+from seem_dagster.llm.fusion_step import fuse_frames_with_llm
 from seem_dagster.schemas import Episodes, EventFrames, Facts, LlmCalls, Passages
 from seem_dagster.store.cache import cache_path, read_cache_table, write_cache_table
 
@@ -124,12 +125,17 @@ def extract_frames(
     partitions_def=conversations,
     ins={"event_frames": AssetIn(), "passages": AssetIn()},
     group_name=GROUP,
+    pool=LLM_POOL,
     kinds=KINDS | {"pytorch"},
     io_manager_key="snapshot_io_manager",
     description="Episodes: frames fused by the associative judge (summary embeddings, shared participants, "
-    "time), each pointing to every passage of one event across sessions.",
+    "time) or, with a language model, by its same-event judge and merge prompts; each points to every "
+    "passage of one event across sessions.",
 )
-def episodes(context: AssetExecutionContext, event_frames: pl.DataFrame, passages: pl.DataFrame, settings: SeemSettings, memory: MemorySettings):
+def episodes(
+    context: AssetExecutionContext, event_frames: pl.DataFrame, passages: pl.DataFrame, settings: SeemSettings,
+    memory: MemorySettings, llm: LlmResource,
+):
     root, key = settings.root(), context.partition_key
     config = memory.fusion_config()
     base = backends.embedder(memory.embedder)
@@ -141,16 +147,24 @@ def episodes(context: AssetExecutionContext, event_frames: pl.DataFrame, passage
     if embedder.added:
         write_cache_table(emb_file, embedder.table())
 
-    config_key = ids.stable_hash("fusion", json.dumps(config.as_metadata(), sort_keys=True), base.name)
-    fusion_file = cache_path(root, "fusion", config_key, key)
-    previous = read_cache_table(fusion_file)
+    llm_settings = llm.settings()
+    items = frame_items(event_frames, passages, vectors)
     started = time.perf_counter()
-    result = fuse_frames(
-        frame_items(event_frames, passages, vectors), config, previous, config.as_metadata() if previous is not None else None
-    )
+    llm_metadata = {}
+    if llm_settings.enabled:
+        fused = fuse_frames_with_llm(root, key, items, config, llm_settings)
+        table, stats = fused.table, fused.result.stats
+        mode = (f"llm judge: {fused.result.judged_pairs} frame pairs judged, {fused.result.same_event} the same event, "
+                f"{fused.result.rule_fallbacks} decided by the rule after a failed call; {len(fused.result.merged)} merged summaries")
+        llm_metadata = _llm_fusion_metadata(fused.calls())
+    else:
+        config_key = ids.stable_hash("fusion", json.dumps(config.as_metadata(), sort_keys=True), base.name)
+        fusion_file = cache_path(root, "fusion", config_key, key)
+        previous = read_cache_table(fusion_file)
+        result = fuse_frames(items, config, previous, config.as_metadata() if previous is not None else None)
+        table, stats, mode = result.episodes, result.stats, f"{result.mode}: {result.reason}"
+        write_cache_table(fusion_file, table)
     fuse_seconds = time.perf_counter() - started
-    table = result.episodes
-    write_cache_table(fusion_file, table)
 
     sizes = table[Episodes.passage_ids].list.len()
     session_of = dict(zip(passages[Passages.passage_id].to_list(), passages[Passages.session_index].to_list()))
@@ -160,12 +174,12 @@ def episodes(context: AssetExecutionContext, event_frames: pl.DataFrame, passage
         table,
         metadata={
             **table_metadata(table, [Episodes.summary, Episodes.first_time, Episodes.last_time]),
-            "frames": MetadataValue.int(result.stats.frames),
-            "fusion_rate": MetadataValue.float(round(result.stats.fusion_rate, 3)),
+            "frames": MetadataValue.int(stats.frames),
+            "fusion_rate": MetadataValue.float(round(stats.fusion_rate, 3)),
             "passages_per_episode_mean": MetadataValue.float(round(float(sizes.mean() or 0), 2)),
             "passages_per_episode_max": MetadataValue.int(int(sizes.max() or 0)),
             "cross_session_episodes": MetadataValue.int(sum(cross)),
-            "fusion_mode": MetadataValue.text(f"{result.mode}: {result.reason}"),
+            "fusion_mode": MetadataValue.text(mode),
             "fusion_config": MetadataValue.json(config.as_metadata()),
             "embedder": MetadataValue.text(base.name),
             "embedding_cache_hits": MetadataValue.int(embedder.hits),
@@ -173,8 +187,24 @@ def episodes(context: AssetExecutionContext, event_frames: pl.DataFrame, passage
             "embed_seconds": MetadataValue.float(round(embed_seconds, 2)),
             "fuse_seconds": MetadataValue.float(round(fuse_seconds, 3)),
             "sample_episode": MetadataValue.md(sample),
+            **llm_metadata,
         },
     )
+
+
+def _llm_fusion_metadata(calls: pl.DataFrame) -> dict:
+    failed = calls.filter(pl.col(LlmCalls.status) != "ok")
+    return {
+        "fusion_model_calls": MetadataValue.int(int(calls[LlmCalls.calls].sum() or 0)),
+        "fusion_cached_results": MetadataValue.int(calls.filter(pl.col(LlmCalls.cached)).height),
+        "fusion_prompt_tokens": MetadataValue.int(int(calls[LlmCalls.prompt_tokens].sum() or 0)),
+        "fusion_completion_tokens": MetadataValue.int(int(calls[LlmCalls.completion_tokens].sum() or 0)),
+        "fusion_failures": MetadataValue.int(failed.height),
+        "fusion_failures_table": MetadataValue.md(
+            markdown_table(failed, [LlmCalls.item_id, LlmCalls.prompt, LlmCalls.status, LlmCalls.error, LlmCalls.raw], rows=20, width=160)
+            if failed.height else "no failures"
+        ),
+    }
 
 
 def _sample_markdown(table: pl.DataFrame, passages: pl.DataFrame, cross: list[bool]) -> str:
