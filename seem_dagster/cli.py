@@ -181,6 +181,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
             budgets=_int_list(args.budget, "--budget") if args.benchmark == "locomo" else [],
             granularities=[g.strip() for g in getattr(args, "granularity", "").split(",") if g.strip()],
             corpus=getattr(args, "corpus", "all"),
+            llm=_llm_settings(args),
+            answer_methods=[m.strip() for m in args.answer_methods.split(",") if m.strip()],
+            answer_budget=args.answer_budget,
         )
         summary = run_evaluation(settings)
     except InputError as err:
@@ -256,6 +259,10 @@ def parser() -> argparse.ArgumentParser:
         e.add_argument("--methods", default=",".join(METHODS), help="comma-separated (default: all: %(default)s)")
         e.add_argument("--conversation", action="append", metavar="ID", help="only this conversation/question (repeatable)")
         e.add_argument("--quiet", action="store_true", help="no progress bars")
+        e.add_argument("--answer-methods", default="seem,hybrid",
+                       help="with --backend: methods whose contexts are answered and judged (default: %(default)s)")
+        e.add_argument("--answer-budget", type=int, default=1000, help="with --backend: context words per answer (default: %(default)s)")
+        _add_llm_flags(e)
         if name == "locomo":
             e.add_argument("--k", default="5,10,25,50", help="cut-offs (default: %(default)s)")
             e.add_argument("--budget", default="500,1000,2000", help="context budgets in words (default: %(default)s)")

@@ -178,3 +178,12 @@ def test_seem_eval_rejects_unknown_methods_and_bad_cut_offs(tmp_path, capsys):
     assert "colbert" in capsys.readouterr().err
     assert main(["eval", "locomo", "--data", str(data), "--out", str(tmp_path / "o"), "--k", "10,x"]) == 2
     assert "--k" in capsys.readouterr().err
+
+
+def test_answer_token_f1_by_locomo_normalisation():
+    from seem_dagster.evaluation.metrics import token_f1
+
+    assert token_f1("A blue mug.", "a blue mug") == 1.0
+    assert token_f1("The mug", "A blue mug") == pytest.approx(2 * 1.0 * 0.5 / 1.5)  # precision 1, recall 1/2
+    assert token_f1("Lisbon and Porto", "Porto, Lisbon") == 1.0
+    assert token_f1("no idea", "Biscuit") == 0.0

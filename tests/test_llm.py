@@ -282,3 +282,64 @@ def test_llm_fusion_judges_every_candidate_pair_in_one_batch_and_merges_multi_fr
     before = len(made[0].calls)
     again = fuse_frames_with_llm(tmp_path, "c", items, config, engine.settings, engine=engine)
     assert len(made[0].calls) == before and again.table.equals(fused.table)  # cached: zero calls
+
+
+class SchemaScriptedServer(BaseHTTPRequestHandler):
+    """TEST DOUBLE: an OpenAI-compatible server that answers each prompt by its schema name with a
+    fixed rule (no model): frames restate the turn, no fusion, every answer is "A blue mug", and the
+    judge marks an answer correct when it contains the gold answer."""
+
+    calls = 0
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).calls += 1
+        name = body["response_format"]["json_schema"]["name"]
+        data = data_of(body["messages"])
+        reply = {
+            "passage_v1": lambda: {"summary": data["turn"], "events": [], "facts": []},
+            "query_facts_v1": lambda: {"facts": []},
+            "fusion_judge_v1": lambda: {"same_event": False, "reason": "rule"},
+            "fusion_merge_v1": lambda: {"summary": "merged", "events": []},
+            "answer_v1": lambda: {"answer": "A blue mug", "evidence": []},
+            "judge_v1": lambda: {"correct": data["gold"].lower().strip(".") in data["answer"].lower(), "reason": "substring"},
+        }[name]()
+        out = json.dumps({"choices": [{"message": {"content": json.dumps(reply)}}], "usage": {"prompt_tokens": 100, "completion_tokens": 10}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_seem_eval_with_a_model_builds_answers_and_judges_then_reuses_everything(tmp_path):
+    from seem_dagster.cli import main
+    from seem_dagster.evaluation.sample import write_sample_as_locomo
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), SchemaScriptedServer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    data, out = write_sample_as_locomo(tmp_path / "locomo_sample.json"), tmp_path / "out"
+    args = ["eval", "locomo", "--data", str(data), "--out", str(out), "--quiet", "--methods", "seem,bm25,hybrid",
+            "--backend", "openai", "--base-url", url, "--model", "scripted"]
+    try:
+        assert main(args) == 0
+        results = json.loads((out / "results.json").read_text())
+        qa = results["qa"]["methods"]
+        assert set(qa) == {"seem", "hybrid"} and qa["seem"]["questions"] == 8
+        # only "What did Tomas make for Priya...?" (gold "A blue mug") is answered right by the fixed answer
+        assert qa["seem"]["accuracy_judge"] == pytest.approx(1 / 8) and qa["seem"]["f1"] >= 1 / 8
+        assert qa["seem"]["answer_prompt_tokens_per_question"] == 100
+        assert results["config"]["llm"]["model"] == "scripted" and results["config"]["llm"]["api_key_set"] is False
+        frames = pl.read_parquet(next((out / "store" / "event_frames").glob("*.parquet")))
+        assert frames["extractor"].str.starts_with("llm:openai:scripted").all()
+        assert "accuracy (LLM judge)" in (out / "results.md").read_text()
+        first_calls = SchemaScriptedServer.calls
+        assert first_calls >= 44 + 8 + 16 + 16  # passages, query facts, answers and verdicts for two methods
+        assert main(args) == 0  # memory reused, every model reply cached
+        assert SchemaScriptedServer.calls == first_calls
+        assert json.loads((out / "results.json").read_text())["qa"]["model_calls"] == 0
+    finally:
+        server.shutdown()

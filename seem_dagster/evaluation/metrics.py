@@ -89,3 +89,23 @@ def is_abstention(question_id: str) -> bool:
 def mean(values: Iterable[float]) -> float | None:
     values = list(values)
     return sum(values) / len(values) if values else None
+
+
+_ARTICLES = re.compile(r"\b(a|an|the|and)\b")
+_PUNCT = re.compile(r"[^\w\s]")
+
+
+def answer_tokens(text: str) -> list[str]:
+    """LoCoMo's answer normalisation: lower case, no punctuation, no articles or 'and' (no stemming)."""
+    return _ARTICLES.sub(" ", _PUNCT.sub(" ", str(text).lower())).split()
+
+
+def token_f1(prediction: str, gold: str) -> float:
+    pred, ref = answer_tokens(prediction), answer_tokens(gold)
+    if not pred or not ref:
+        return float(pred == ref)
+    common = sum(min(pred.count(t), ref.count(t)) for t in set(pred))
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(pred), common / len(ref)
+    return 2 * precision * recall / (precision + recall)

@@ -44,6 +44,18 @@ def markdown(results: dict) -> str:
                   "| method | " + " | ".join(f"{g} {m}" for g, m in cols) + " |", "|" + "---|" * (len(cols) + 1)]
         for name, per in methods.items():
             lines.append(f"| {name} | " + " | ".join(_fmt(per.get(g, {}).get(m)) for g, m in cols) + " |")
+    qa = results.get("qa")
+    if qa:
+        llm = results["config"]["llm"]
+        lines += ["", f"Question answering with {llm['backend']}:{llm['model']} (context: each method's top passages within "
+                  f"{qa['budget_words']} words; {qa['model_calls']} model calls):", "",
+                  "| method | questions | accuracy (LLM judge) | F1 | answer failures | judge failures | answer tokens in / out per question |",
+                  "|---|---|---|---|---|---|---|"]
+        for name, f in qa["methods"].items():
+            lines.append(f"| {name} | {f['questions']} | {_fmt(f['accuracy_judge'])} | {_fmt(f['f1'])} | {f['answer_failures']} | "
+                         f"{f['judge_failures']} | {_fmt(f['answer_prompt_tokens_per_question'])} / {_fmt(f['answer_completion_tokens_per_question'])} |")
+    else:
+        lines += ["", "Question answering: no language model configured (--backend), so no accuracy, F1 or tokens."]
     lines += ["", "Query latency (encoding the query + ranking; same process, same run):", "",
               "| method | p50 ms | p95 ms | p50 vs bm25 | p50 vs dense | traced peak MB |", "|---|---|---|---|---|---|"]
     for name, q in timing["query_latency"].items():

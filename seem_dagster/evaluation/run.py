@@ -29,7 +29,10 @@ from seem_dagster.evaluation.scoring import (
     summarise_locomo,
     summarise_longmemeval,
 )
+from seem_dagster.evaluation.qa import QaItem, answer_and_judge, summarise_qa, uniform_context
 from seem_dagster.ingest import IngestOptions
+from seem_dagster.llm.session import LlmSession
+from seem_dagster.llm.settings import LlmSettings
 from seem_dagster.ingest.longmemeval import session_of
 from seem_dagster.retrieval.context import words
 from seem_dagster.retrieval.lexical import Bm25
@@ -61,11 +64,17 @@ class EvalSettings:
     budgets: list[int] = field(default_factory=lambda: [500, 1000, 2000])
     granularities: list[str] = field(default_factory=lambda: list(GRANULARITIES))
     corpus: str = "user"
+    # With a language model: memories are built with it, and these methods' contexts are answered and judged.
+    llm: LlmSettings | None = None
+    answer_methods: list[str] = field(default_factory=lambda: ["seem", "hybrid"])
+    answer_budget: int = 1000
 
     def check(self) -> None:
         if self.benchmark not in BENCHMARKS:
             raise ValueError(f"unknown benchmark {self.benchmark!r}; choose from {', '.join(BENCHMARKS)}")
         rankers(RetrievalConfig(), self.methods)  # raises on an unknown method
+        if self.llm is not None and self.llm.enabled and not set(self.answer_methods) <= set(self.methods):
+            raise ValueError(f"--answer-methods {','.join(self.answer_methods)}: each must be one of the evaluated methods")
         bad = [g for g in self.granularities if g not in GRANULARITIES]
         if self.benchmark == "longmemeval" and (bad or not self.granularities):
             raise ValueError(f"--granularity {','.join(self.granularities)!r}: choose from {', '.join(GRANULARITIES)}")
@@ -95,12 +104,21 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def _llm_on(settings: EvalSettings) -> bool:
+    return settings.llm is not None and settings.llm.enabled
+
+
 def _signature(settings: EvalSettings, fingerprint: str) -> dict:
     ex, em = backends.extractor(), backends.embedder()
+    extractor = f"{ex.name} v{ex.version}"
+    if _llm_on(settings):
+        from seem_dagster.llm.prompts import passage
+
+        extractor = f"llm:{settings.llm.backend}:{settings.llm.model} passage v{passage.PROMPT.version}"
     return {
         "fingerprint": fingerprint,
         "ingest": asdict(settings.ingest_options()),
-        "extractor": f"{ex.name} v{ex.version}",
+        "extractor": extractor,
         "embedder": em.name,
         "package": _versions()["seem-dagster"],
     }
@@ -135,7 +153,14 @@ def build_memories(settings: EvalSettings, store: str) -> dict:
                 pass
         todo.append((reg, signature, record))
     if todo:
-        defs = build_defs(store_root=store, max_turn_chars=options.max_turn_chars, allow_empty_turns=options.allow_empty_turns)
+        llm = None
+        if _llm_on(settings):
+            from seem_dagster.defs.resources import LlmResource
+
+            s = settings.llm
+            llm = LlmResource(backend=s.backend, model=s.model, base_url=s.base_url, api_key_env=s.api_key_env,
+                              response_format=s.response_format, max_concurrency=s.max_concurrency, max_tokens=s.max_tokens)
+        defs = build_defs(store_root=store, llm=llm, max_turn_chars=options.max_turn_chars, allow_empty_turns=options.allow_empty_turns)
         outcomes = build_conversations(defs, [reg.conversation_id for reg, _, _ in todo], progress=settings.progress)
         failed = [o for o in outcomes if not o.success]
         if failed:
@@ -184,6 +209,8 @@ def run_evaluation(settings: EvalSettings) -> str:
     locomo_rows: dict[str, list[LocomoQuestion]] = {m: [] for m in methods}
     lme_rows: dict[str, dict[str, list]] = {m: {g: [] for g in settings.granularities} for m in methods}
     excluded_abstention = 0
+    qa_results: list = []
+    qa_records: list = []
     all_passage_texts: list[str] = []
     query_started = time.perf_counter()
     for cid in _progress(list(builds), settings.progress, desc="querying", unit="conversation"):
@@ -196,13 +223,17 @@ def run_evaluation(settings: EvalSettings) -> str:
         all_passage_texts.extend(passages[Passages.text].to_list())
         latest = passages[Passages.timestamp].max()
         index.lexical  # built once per conversation, outside the query timings
+        session = LlmSession(settings.llm, store, cid) if _llm_on(settings) else None
+        rows_by_id = {r[Passages.passage_id]: r for r in passages.iter_rows(named=True)} if session else {}
+        qa_items: list[QaItem] = []
         for q in questions.iter_rows(named=True):
             if settings.benchmark == "longmemeval" and is_abstention(q[Questions.question_id]):
                 excluded_abstention += 1
                 continue
             date = q[Questions.question_date] or latest
             _, vector_s = _timed(lambda: embedder.encode([q[Questions.question]]))
-            query, encode_s = _timed(lambda: encode_query(q[Questions.question], date, extractor, embedder, cid))
+            facts = session.query_facts(q[Questions.question], date) if session else None
+            query, encode_s = _timed(lambda: encode_query(q[Questions.question], date, extractor, embedder, cid, facts=facts))
             for name, rank in methods.items():
                 ranking, rank_s = _timed(lambda: rank(index, query))
                 needs = _ENCODING.get(name, "full")
@@ -210,6 +241,9 @@ def run_evaluation(settings: EvalSettings) -> str:
                 if name not in traced and len(latencies[name]) == TRACE_QUERIES:
                     traced[name] = _trace_peak(rank, index, query)
                 refs = [ref_of[p] for p in ranking]
+                if session and name in settings.answer_methods and q[Questions.answer]:
+                    context = uniform_context(ranking, rows_by_id, index.position, settings.answer_budget)
+                    qa_items.append(QaItem(name, q[Questions.question_id], q[Questions.question], date, q[Questions.answer], context))
                 if settings.benchmark == "locomo":
                     gold = normalise_locomo_evidence(q[Questions.evidence], set(ref_of.values()))
                     locomo_rows[name].append(LocomoQuestion(
@@ -218,6 +252,10 @@ def run_evaluation(settings: EvalSettings) -> str:
                     ))
                 else:
                     _score_lme(lme_rows[name], q, refs, [speaker_of[p] for p in ranking], ref_of)
+        if session and qa_items:
+            qa_results.extend(answer_and_judge(session, qa_items))
+        if session:
+            qa_records.extend(session.records)
     query_s = time.perf_counter() - query_started
     timing = _timing(builds, build_s, query_s, latencies, traced, all_passage_texts, embedder)
     results = {
@@ -228,6 +266,7 @@ def run_evaluation(settings: EvalSettings) -> str:
             "methods": list(methods), "retrieval": asdict(config), "extractor": f"{extractor.name} v{extractor.version}",
             "embedder": embedder.name, "ks": settings.ks, "budgets_words": settings.budgets,
             "granularities": settings.granularities, "corpus": settings.corpus if settings.benchmark == "longmemeval" else "all",
+            "llm": settings.llm.describe() if _llm_on(settings) else None,
         },
         "versions": _versions(),
         "conversations": len(builds),
@@ -244,6 +283,15 @@ def run_evaluation(settings: EvalSettings) -> str:
         results["excluded_turns"] = sum(b.get("excluded_turns", 0) for b in builds.values())
         results["methods"] = {m: {g: summarise_longmemeval(rows) for g, rows in per.items()} for m, per in lme_rows.items()}
         results["questions"] = next((r["questions"] for per in results["methods"].values() for r in per.values() if r), 0)
+    if _llm_on(settings):
+        results["qa"] = {
+            "budget_words": settings.answer_budget,
+            "methods": summarise_qa(qa_results, qa_records),
+            "model_calls": sum(r.calls for r in qa_records),
+            "by_prompt": {p: {"calls": sum(r.calls for r in qa_records if r.prompt == p),
+                              "failed": sum(r.status != "ok" for r in qa_records if r.prompt == p)}
+                          for p in sorted({r.prompt for r in qa_records})},
+        }
     from seem_dagster.evaluation.report import write_report
 
     return write_report(results, out)

@@ -37,9 +37,13 @@ class LlmSession:
         return facts
 
     def answer(self, question: str, date: datetime, context: str) -> dict | None:
-        run = self.client.run(answer.PROMPT, [("answer", answer.payload(question, date.date().isoformat(), context))])
+        return self.answers([("answer", question, date, context)])[0]
+
+    def answers(self, items: list[tuple[str, str, datetime, str]]) -> list[dict | None]:
+        """(id, question, date, context) -> {answer, evidence} or None where the model failed; one batch."""
+        run = self.client.run(answer.PROMPT, [(i, answer.payload(q, d.date().isoformat(), c)) for i, q, d, c in items])
         self._keep(run)
-        return run.outputs[0]
+        return run.outputs
 
     def judge(self, items: list[tuple[str, str, str, str]]) -> list[dict | None]:
         """(question id, question, gold, answer) -> {correct, reason} or None where the judge failed."""

@@ -29,7 +29,7 @@ def render(index: MemoryIndex, result: RetrievalResult, passage_ids: list[str]) 
     lines = ["## Conversation turns (in time order)"]
     for pid in sorted(passage_ids, key=index.position.get):
         r = rows[pid]
-        lines.append(f"[{r[Passages.timestamp]:%Y-%m-%d}] {r[Passages.speaker]}: {r[Passages.text]}")
+        lines.append(f"[{r[Passages.source_ref]}, {r[Passages.timestamp]:%Y-%m-%d}] {r[Passages.speaker]}: {r[Passages.text]}")
     if result.episodes:
         lines.append("\n## Events these turns belong to")
         for ep in result.episodes:

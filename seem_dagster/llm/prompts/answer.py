@@ -17,8 +17,8 @@ PROMPT = Prompt(
     system="You answer questions about a long conversation using only the memory you are given.",
     task=(
         "Answer `question`, asked on `question_date`, from `context` only: short, with absolute dates where the context dates "
-        "them (resolve 'last week' against the turn's date). evidence: the bracketed references of the turns you used, "
-        "like [D3:4]. When the context does not say, answer \"not in memory\" with no evidence."
+        "them (resolve 'last week' against the turn's date). evidence: the references of the turns you used, the first "
+        "part of their brackets, like D3:4. When the context does not say, answer \"not in memory\" with no evidence."
     ),
     schema=SCHEMA,
     max_tokens=256,
