@@ -185,6 +185,25 @@ def test_a_reply_inherits_a_share_of_the_question_it_answers():
     assert [r.passage_id for r in plain.ranked][:3] == ["p0", "p3", "p2"]
 
 
+def test_rpe_brings_the_reply_to_an_expanded_question():
+    turns = [("Ann", "I hurt my ankle on a trail run."), ("Bo", "Did you see someone about it?"),
+             ("Ann", "Yes, a physiotherapist called Dr. Osei."), ("Ann", "Work is busy too.")]
+    p = table(Passages, [
+        {"passage_id": f"p{i}", "conversation_id": "c", "session_id": "s", "session_index": 0, "turn_index": i,
+         "speaker": who, "text": text, "timestamp": T, "source_ref": f"D1:{i}"}
+        for i, (who, text) in enumerate(turns)
+    ])
+    f = facts([])
+    vectors = embeddings_frame(PASSAGE, p["passage_id"].to_list(), np.stack([unit(1), unit(0, 1), unit(0, 0, 1), unit(0.3, 0, 0, 1)]), "hand", DIM)
+    idx = MemoryIndex.from_tables(p, f, entities_from_facts(f), episodes([[f"p{i}"] for i in range(4)]), graph_edges(f, []), vectors)
+    base = dict(top_passages_rpe=1, rpe_max_per_episode=1, lexical_weight=0.0, answer_share=0.0)
+    ranked = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), RetrievalConfig(**base)).ranked
+    assert [r.passage_id for r in ranked] == ["p0", "p1", "p2", "p3"]  # the question's answer follows it
+    assert ranked[2].reason == "same-session neighbour of anchor D1:0"
+    plain = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), RetrievalConfig(**base, rpe_follow_reply=False)).ranked
+    assert [r.passage_id for r in plain] == ["p0", "p1", "p3", "p2"]
+
+
 def test_graph_edges_kinds_and_weights():
     f = facts([("Ann", "play", "guitar", "p0"), ("ann", "play", "Guitar", "p1")])
     edges = graph_edges(f, [("n_x", "n_y", 0.9)])

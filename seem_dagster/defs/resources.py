@@ -103,6 +103,7 @@ class MemorySettings(ConfigurableResource):
     rpe_turn_window: int = _RETRIEVAL.rpe_turn_window
     lexical_weight: float = _RETRIEVAL.lexical_weight
     answer_share: float = _RETRIEVAL.answer_share
+    rpe_follow_reply: bool = _RETRIEVAL.rpe_follow_reply
     k: int = 50
 
     def retrieval_config(self) -> RetrievalConfig:
@@ -110,7 +111,7 @@ class MemorySettings(ConfigurableResource):
             top_facts=self.top_facts, min_fact_score=self.min_fact_score, damping=self.damping,
             passage_share=self.passage_share, top_passages_rpe=self.top_passages_rpe,
             rpe_max_per_episode=self.rpe_max_per_episode, rpe_scope=self.rpe_scope, rpe_turn_window=self.rpe_turn_window,
-            lexical_weight=self.lexical_weight, answer_share=self.answer_share,
+            lexical_weight=self.lexical_weight, answer_share=self.answer_share, rpe_follow_reply=self.rpe_follow_reply,
         )
 
     def fusion_config(self) -> FusionConfig:
