@@ -315,6 +315,8 @@ class SchemaScriptedServer(BaseHTTPRequestHandler):
 
 
 def test_seem_eval_with_a_model_builds_answers_and_judges_then_reuses_everything(tmp_path):
+    from dagster import AssetKey
+
     from seem_dagster.cli import main
     from seem_dagster.evaluation.sample import write_sample_as_locomo
 
@@ -341,5 +343,22 @@ def test_seem_eval_with_a_model_builds_answers_and_judges_then_reuses_everything
         assert main(args) == 0  # memory reused, every model reply cached
         assert SchemaScriptedServer.calls == first_calls
         assert json.loads((out / "results.json").read_text())["qa"]["model_calls"] == 0
+
+        # The query job answers the stored questions with the same resource.
+        from dagster import DagsterInstance
+
+        from seem_dagster.definitions import build_defs
+        from seem_dagster.defs.resources import LlmResource
+        from seem_dagster.defs.runner import build_conversations
+
+        store = str(out / "store")
+        cid = pl.read_parquet(next((out / "store" / "passages").glob("*.parquet")))["conversation_id"][0]
+        defs = build_defs(store_root=store, llm=LlmResource(backend="openai", base_url=url, model="scripted"))
+        instance = DagsterInstance.ephemeral()
+        (outcome,) = build_conversations(defs, [cid], instance=instance, job_name="query_memory")
+        assert outcome.success, outcome.error
+        event = instance.get_latest_materialization_event(AssetKey("retrieved_context"))
+        metadata = event.asset_materialization.metadata
+        assert "A blue mug" in metadata["answers"].value and metadata["answer_failures"].value == 0
     finally:
         server.shutdown()

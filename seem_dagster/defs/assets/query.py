@@ -1,12 +1,14 @@
 """retrieved_context: every stored question of a conversation run through retrieval, with reasons."""
 
 import numpy as np
+import polars as pl
 from dagster import AssetExecutionContext, AssetIn, MetadataValue, Output, asset
 
 from seem_dagster import backends
-from seem_dagster.defs.metadata import table_metadata
+from seem_dagster.defs.metadata import markdown_table, table_metadata
 from seem_dagster.defs.partitions import conversations
-from seem_dagster.defs.resources import MemorySettings
+from seem_dagster.defs.resources import LlmResource, MemorySettings, SeemSettings
+from seem_dagster.llm.session import LlmSession
 from seem_dagster.retrieval.answer import ask
 from seem_dagster.retrieval.index import MemoryIndex
 from seem_dagster.schemas import Passages, Questions, Retrieved, table
@@ -17,20 +19,26 @@ from seem_dagster.schemas import Passages, Questions, Retrieved, table
     ins={n: AssetIn() for n in ("questions", "passages", "facts", "entities", "episodes", "graph_edges", "retrieval_index")},
     group_name="query", kinds={"parquet", "igraph"}, io_manager_key="snapshot_io_manager",
     description="The retrieved context of every stored question: ranked passages, source refs, scores and the "
-    "reason each passage is there (seed fact, PageRank, or the episode that expanded it).",
+    "reason each passage is there (seed fact, PageRank, or the episode that expanded it). With a language "
+    "model (resource llm) each question is also answered; the answers are in the metadata.",
 )
 def retrieved_context(
     context: AssetExecutionContext, questions, passages, facts, entities, episodes, graph_edges, retrieval_index,
-    memory: MemorySettings,
+    memory: MemorySettings, llm: LlmResource, settings: SeemSettings,
 ):
     index = MemoryIndex.from_tables(passages, facts, entities, episodes, graph_edges, retrieval_index)
+    llm_settings = llm.settings()
+    session = LlmSession(llm_settings, settings.store_root, context.partition_key) if llm_settings.enabled else None
+    answers = []
     extractor, embedder = backends.extractor(memory.extractor), backends.embedder(memory.embedder)
     config = memory.retrieval_config()
     refs = dict(zip(passages[Passages.passage_id].to_list(), passages[Passages.source_ref].to_list()))
     rows, seconds, recalls = [], [], []
     for q in questions.iter_rows(named=True):
-        answered = ask(index, q[Questions.question], q[Questions.question_date], extractor, embedder, config)
+        answered = ask(index, q[Questions.question], q[Questions.question_date], extractor, embedder, config, llm=session)
         seconds.append(answered.seconds)
+        if session is not None:
+            answers.append((q[Questions.question_id], q[Questions.question], (answered.answer or {}).get("answer"), q[Questions.answer]))
         top = answered.result.ranked[: memory.k]
         for rank, item in enumerate(top, start=1):
             rows.append((q[Questions.question_id], rank, item.passage_id, refs[item.passage_id], item.score, item.reason))
@@ -47,5 +55,15 @@ def retrieved_context(
             "latency_p50_ms": MetadataValue.float(round(float(np.percentile(seconds, 50)) * 1000, 1) if seconds else 0.0),
             "latency_p95_ms": MetadataValue.float(round(float(np.percentile(seconds, 95)) * 1000, 1) if seconds else 0.0),
             "evidence_recall_at_10": MetadataValue.float(round(float(np.mean(recalls)), 3) if recalls else 0.0),
+            **(_answer_metadata(answers, session) if session is not None else {"answers": MetadataValue.text("no language model configured (resource llm)")}),
         },
     )
+
+
+def _answer_metadata(answers: list[tuple], session: LlmSession) -> dict:
+    frame = pl.DataFrame(answers, schema=["question_id", "question", "answer", "gold"], orient="row")
+    return {
+        "answers": MetadataValue.md(markdown_table(frame, rows=30, width=120)),
+        "answer_failures": MetadataValue.int(frame["answer"].null_count()),
+        "llm_calls": MetadataValue.int(sum(r.calls for r in session.records)),
+    }
