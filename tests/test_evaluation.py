@@ -170,6 +170,10 @@ def test_seem_eval_longmemeval_end_to_end(tmp_path):
     assert results["methods"]["seem"]["turn"]["recall_any@10"] == 1.0
     for name in ("results.md", "recall_at_k_session.png", "recall_at_k_turn.png", "by_type.png"):
         assert (out / name).stat().st_size > 0
+    # A second run reuses the memories (the user-turn option survives the build record's JSON).
+    assert main(["eval", "longmemeval", "--data", str(data), "--out", str(out), "--quiet", "--methods", "seem"]) == 0
+    again = json.loads((out / "results.json").read_text())
+    assert again["timing"]["conversations_built_this_run"] == 0 and again["timing"]["conversations_reused"] == 2
 
 
 def test_seem_eval_rejects_unknown_methods_and_bad_cut_offs(tmp_path, capsys):

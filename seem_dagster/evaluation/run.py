@@ -115,13 +115,13 @@ def _signature(settings: EvalSettings, fingerprint: str) -> dict:
         from seem_dagster.llm.prompts import passage
 
         extractor = f"llm:{settings.llm.backend}:{settings.llm.model} passage v{passage.PROMPT.version}"
-    return {
+    return json.loads(json.dumps({  # as it reads back from the build record (tuples become lists)
         "fingerprint": fingerprint,
         "ingest": asdict(settings.ingest_options()),
         "extractor": extractor,
         "embedder": em.name,
         "package": _versions()["seem-dagster"],
-    }
+    }))
 
 
 def _build_record_path(store: str, conversation_id: str) -> Path:
