@@ -16,7 +16,7 @@ def extractor(name: str = "embedded") -> Extractor:
         from seem_dagster.extraction.embedded import EmbeddedExtractor
 
         return EmbeddedExtractor()
-    raise ValueError(f"unknown extractor {name!r}; known: {', '.join(EXTRACTORS)} (LLM backends: issue 6, not built yet)")
+    raise ValueError(f"unknown extractor {name!r}; known: {', '.join(EXTRACTORS)} (a language model is chosen with --backend or the llm resource, not here)")
 
 
 @lru_cache(maxsize=None)
