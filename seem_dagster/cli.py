@@ -27,13 +27,6 @@ def _llm_settings(args: argparse.Namespace):
     )
 
 
-def _llm_resource(llm):
-    from seem_dagster.defs.resources import LlmResource
-
-    return LlmResource(backend=llm.backend, model=llm.model, base_url=llm.base_url, api_key_env=llm.api_key_env,
-                       response_format=llm.response_format, max_concurrency=llm.max_concurrency, max_tokens=llm.max_tokens)
-
-
 def _llm_summary(store: str, conversation_id: str) -> str | None:
     import polars as pl
 
@@ -74,7 +67,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     from seem_dagster.defs.runner import build_conversations
     from seem_dagster.definitions import build_defs
 
-    defs = build_defs(store_root=args.store, llm=_llm_resource(llm), max_turn_chars=args.max_turn_chars, allow_empty_turns=args.allow_empty_turns)
+    from seem_dagster.defs.resources import LlmResource
+
+    defs = build_defs(store_root=args.store, llm=LlmResource.from_settings(llm), max_turn_chars=args.max_turn_chars, allow_empty_turns=args.allow_empty_turns)
     outcomes = build_conversations(defs, [r.conversation_id for r in registered], progress=not args.quiet)
     failed = [o for o in outcomes if not o.success]
     for reg, outcome in zip(registered, outcomes):

@@ -65,6 +65,12 @@ class LlmResource(ConfigurableResource):
     max_retries: int = LlmSettings.max_retries
     max_tokens: int = LlmSettings.max_tokens
 
+    @classmethod
+    def from_settings(cls, s: LlmSettings) -> LlmResource:
+        return cls(backend=s.backend, model=s.model, base_url=s.base_url, api_key_env=s.api_key_env,
+                   response_format=s.response_format, max_concurrency=s.max_concurrency, timeout_s=s.timeout_s,
+                   max_retries=s.max_retries, max_tokens=s.max_tokens)
+
     def settings(self) -> LlmSettings:
         return LlmSettings.from_env(
             backend=self.backend or None, model=self.model or None, base_url=self.base_url or None,

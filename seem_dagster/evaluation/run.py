@@ -157,9 +157,7 @@ def build_memories(settings: EvalSettings, store: str) -> dict:
         if _llm_on(settings):
             from seem_dagster.defs.resources import LlmResource
 
-            s = settings.llm
-            llm = LlmResource(backend=s.backend, model=s.model, base_url=s.base_url, api_key_env=s.api_key_env,
-                              response_format=s.response_format, max_concurrency=s.max_concurrency, max_tokens=s.max_tokens)
+            llm = LlmResource.from_settings(settings.llm)
         defs = build_defs(store_root=store, llm=llm, max_turn_chars=options.max_turn_chars, allow_empty_turns=options.allow_empty_turns)
         outcomes = build_conversations(defs, [reg.conversation_id for reg, _, _ in todo], progress=settings.progress)
         failed = [o for o in outcomes if not o.success]

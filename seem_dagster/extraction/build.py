@@ -41,21 +41,16 @@ def extract_embedded(root, conversation_id: str, passages: pl.DataFrame, extract
     return Extracted(frames, facts, table(LlmCalls, []), run.misses, f"{extractor.name} v{extractor.version}")
 
 
-def llm_extractor_name(settings: LlmSettings) -> str:
-    return f"llm:{settings.backend}:{settings.model}"
-
-
 def extract_with_llm(root, tables: dict[str, pl.DataFrame], settings: LlmSettings, fallback: Extractor, engine=None) -> dict[str, Extracted]:
     engine = engine or get_engine(settings)
     paths = {cid: cache_path(root, "llm", f"{settings.backend}@{settings.model}", cid) for cid in tables}
-    cache: dict[str, str] = {}
-    for path in paths.values():
-        cache.update(read_kv(path))
+    saved = {cid: read_kv(path) for cid, path in paths.items()}
+    cache = {k: v for entries in saved.values() for k, v in entries.items()}
     inputs = {cid: inputs_from_passages(t) for cid, t in tables.items()}
     everything = [inp for cid in tables for inp in inputs[cid]]
     client = LlmClient(engine, cache)
     done = extract_passages(client, everything, fallback)
-    name = llm_extractor_name(settings)
+    name = f"llm:{settings.backend}:{settings.model}"
     label = f"{name} ({passage.PROMPT.name} prompt v{passage.PROMPT.version})"
     out, offset = {}, 0
     for cid in tables:
@@ -65,7 +60,7 @@ def extract_with_llm(root, tables: dict[str, pl.DataFrame], settings: LlmSetting
         keys = {r.key for r in records}
         mine = {k: v for k, v in done.run.new_entries.items() if k in keys}
         if mine:
-            write_kv(paths[cid], {**read_kv(paths[cid]), **mine})
+            write_kv(paths[cid], {**saved[cid], **mine})
         frames, facts = to_tables(inputs[cid], results, name)
         rescued = [r.passage_id for r in results if r.passage_id in done.fallback_ids]
         if rescued:

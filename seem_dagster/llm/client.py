@@ -40,17 +40,6 @@ class LlmRun:
     records: list[CallRecord]
     new_entries: dict[str, str] = field(default_factory=dict)
 
-    @property
-    def calls(self) -> int:
-        return sum(r.calls for r in self.records)
-
-    @property
-    def failures(self) -> list[CallRecord]:
-        return [r for r in self.records if r.status != OK]
-
-    def tokens(self) -> tuple[int, int]:
-        return sum(r.prompt_tokens for r in self.records), sum(r.completion_tokens for r in self.records)
-
 
 def _entry(status: str, output: dict | None, raw: str | None, error: str | None, calls: int, pt: int, ct: int) -> str:
     return json.dumps({"status": status, "output": output, "raw": raw, "error": error, "calls": calls,
@@ -95,6 +84,7 @@ class LlmClient:
         first = self._by_key(requests, self.engine.complete(requests))
         done: dict[str, str] = {}
         repairs: list[ChatRequest] = []
+        first_reason: dict[str, str] = {}
         for req in requests:
             reply = first[req.key]
             if reply.text is None:
@@ -104,20 +94,20 @@ class LlmClient:
             if value is not None:
                 done[req.key] = _entry(OK, value, None, None, 1, reply.prompt_tokens, reply.completion_tokens)
             else:
+                first_reason[req.key] = reason
                 repairs.append(prompt.repair(req, reply.text, reason))
         second = self._by_key(repairs, self.engine.complete(repairs)) if repairs else {}
         for req in repairs:
             one, two = first[req.key], second[req.key]
             pt, ct = one.prompt_tokens + two.prompt_tokens, one.completion_tokens + two.completion_tokens
-            _, first_reason = parse_reply(one.text, req.schema)
             if two.text is None:
-                done[req.key] = _entry(UNANSWERED, None, one.text, f"{first_reason}; repair call got no reply: {two.error}", 2, pt, ct)
+                done[req.key] = _entry(UNANSWERED, None, one.text, f"{first_reason[req.key]}; repair call got no reply: {two.error}", 2, pt, ct)
                 continue
             value, reason = parse_reply(two.text, req.schema)
             if value is not None:
                 done[req.key] = _entry(OK, value, None, None, 2, pt, ct)
             else:
-                done[req.key] = _entry(FAILED, None, two.text, f"{first_reason}; after the repair retry: {reason}", 2, pt, ct)
+                done[req.key] = _entry(FAILED, None, two.text, f"{first_reason[req.key]}; after the repair retry: {reason}", 2, pt, ct)
         return done
 
     def _by_key(self, requests: list[ChatRequest], replies: list[ChatReply]) -> dict[str, ChatReply]:

@@ -19,8 +19,6 @@ from seem_dagster.llm.client import LlmClient, LlmRun
 from seem_dagster.llm.extract import event_from
 from seem_dagster.llm.prompts import fusion_judge, fusion_merge
 
-JUDGE_CONTEXT_FRAMES = 4  # the candidate frame and up to three more of its episode, shown to the judge
-
 
 @dataclass
 class LlmFusion:
