@@ -71,3 +71,19 @@ def test_frames_and_facts_validate_on_every_locomo_dev_conversation(locomo_dev):
         assert frames.height == conv.passages.height
         assert set(facts[Facts.passage_id]) <= set(conv.passages[Passages.passage_id])
         assert facts.filter(pl.col(Facts.time).is_not_null()).height > 0
+
+
+
+def test_named_third_parties_are_participants_whatever_their_entity_label(sample):
+    results, by_ref, _, _ = sample
+    # "No, my neighbour Ines offered to look after him while I'm away": the small model tags Ines ORG.
+    res = results[by_ref["s2-09"]]
+    assert res.events[0].participants == ["Tomas", "Ines"]
+    assert any((f.subject, f.relation, f.object) == ("Tomas", "neighbour", "Ines") for f in res.facts)
+    # "my sister Lena is getting married in Lisbon": the subject is Lena, not "my sister".
+    assert any((f.subject, f.relation, f.object) == ("Lena", "marry in", "Lisbon") for f in results[by_ref["s2-07"]].facts)
+    # "Did Biscuit behave with Ines?": the dog and the neighbour both take part.
+    assert ["Biscuit", "Ines"] in [e.participants for e in results[by_ref["s3-03"]].events]
+    # Places are the location, not participants: "Lena and her husband are moving from Lisbon to Porto".
+    moving = next(e for e in results[by_ref["s4-08"]].events if e.action.startswith("move"))
+    assert "Lena" in moving.participants and not {"Lisbon", "Porto"} & set(moving.participants)

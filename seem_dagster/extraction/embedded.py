@@ -22,6 +22,7 @@ SECOND_PERSON = {"you", "yourself", "yourselves"}
 SECOND_POSSESSIVE = {"your", "yours"}
 SUBJECT_DEPS = {"nsubj", "nsubjpass", "csubj"}
 OBJECT_DEPS = {"dobj", "attr", "oprd", "acomp", "dative"}
+NAMED_ARGUMENT_DEPS = SUBJECT_DEPS | OBJECT_DEPS | {"pobj", "appos"}
 CAUSE_MARKS = {"because", "since", "as", "cause", "cuz"}
 PLACE_LABELS = {"GPE", "LOC", "FAC"}
 TIME_LABELS = {"DATE", "TIME"}
@@ -36,7 +37,7 @@ MAX_SUMMARY_WORDS = 40
 
 class EmbeddedExtractor:
     name = "embedded-spacy"
-    version = "2"
+    version = "3"
 
     def __init__(self, model: str = MODEL, batch_size: int = 64):
         self.model = model
@@ -129,11 +130,29 @@ def _entity_text(token, inp: PassageInput, other: str | None) -> str | None:
         return person
     if token.pos_ == "PRON":
         return None
+    named = next((c for c in token.children if c.dep_ == "appos" and c.pos_ == "PROPN"), None)
+    if token.pos_ == "NOUN" and named is not None:
+        return _name_of(named)  # "my neighbour Ines offered" -> Ines
     if token.ent_type_ and token.ent_iob_ != "O":
         ent = next((e for e in token.doc.ents if e.start <= token.i < e.end), None)
         if ent is not None:
             return ent.text
     return _phrase(token)
+
+
+def _name_of(tok) -> str:
+    ent = next((e for e in tok.doc.ents if e.start <= tok.i < e.end), None)
+    return ent.text if ent is not None else " ".join(t.text for t in tok.subtree if t.dep_ == "compound" or t.i == tok.i)
+
+
+def _named_arguments(verb) -> list[str]:
+    """Third parties the clause is about, whatever the NER label: proper-noun arguments, no places or
+    dates ("my neighbour Ines offered", "Did Biscuit behave with Ines?": the small model tags Ines ORG)."""
+    return [
+        _name_of(tok) for tok in verb.subtree
+        if tok.pos_ == "PROPN" and tok.dep_ in NAMED_ARGUMENT_DEPS and tok.ent_type_ not in TIME_LABELS | PLACE_LABELS
+        and tok.i != verb.i and not _in_clause(tok.head if tok.dep_ == "appos" else tok, verb)
+    ]
 
 
 def _subject(verb, inp, other):
@@ -248,13 +267,15 @@ def _extract_one(inp: PassageInput, doc) -> PassageExtraction:
             for person in people:
                 if person not in participants and any(person in t.text for t in verb.subtree if t.ent_type_ == "PERSON"):
                     participants.append(person)
+            location = _location(sent, verb)
+            participants += [n for n in dict.fromkeys(_named_arguments(verb)) if n not in participants and n != location]
             events.append(
                 Event(
                     participants=participants,
                     action=action,
                     time=time.iso if time else None,
                     time_text=time.text if time else None,
-                    location=_location(sent, verb),
+                    location=location,
                     cause=_cause(verb),
                     manner=_manner(verb),
                 )
