@@ -36,7 +36,7 @@ def run_demo(*, store: str, sample_dir: Path, out: TextIO) -> int:
 
     memory = MemorySettings()
     extractor, embedder = backends.extractor(memory.extractor), backends.embedder(memory.embedder)
-    found_all = total = 0
+    found_all = total = gold_turns = gold_found = 0
     for reg in registered:
         tables = snapshot.read_snapshot(store, reg.conversation_id, ["passages", "questions", "event_frames", "facts", "episodes"])
         passages, qs, episodes = tables["passages"], tables["questions"], tables["episodes"]
@@ -48,17 +48,23 @@ def run_demo(*, store: str, sample_dir: Path, out: TextIO) -> int:
         for q in qs.iter_rows(named=True):
             answered = ask(index, q[Questions.question], q[Questions.question_date], extractor, embedder, memory.retrieval_config())
             top = answered.result.ranked[:DEMO_K]
-            refs = [rows[i.passage_id][Passages.source_ref] for i in top]
+            rank = {rows[i.passage_id][Passages.source_ref]: n for n, i in enumerate(answered.result.ranked, 1)}
             gold = q[Questions.evidence]
-            hit = [g for g in gold if g in refs]
+            hit = [g for g in gold if rank.get(g, DEMO_K + 1) <= DEMO_K]
             total += 1
             found_all += len(hit) == len(gold)
+            gold_turns += len(gold)
+            gold_found += len(hit)
             print(f"\nQ {q[Questions.question_id]}: {q[Questions.question]}", file=out)
             print(f"   gold {', '.join(gold)}: {len(hit)}/{len(gold)} in the top {DEMO_K} evidence turns", file=out)
+            missed = [f"{g} at rank {rank[g]}" if g in rank else f"{g} not ranked" for g in gold if g not in hit]
+            if missed:
+                print(f"   missed: {', '.join(missed)}", file=out)
             for item in top:
                 r = rows[item.passage_id]
                 mark = "*" if r[Passages.source_ref] in gold else " "
                 print(f" {mark} [{r[Passages.source_ref]}] {r[Passages.timestamp]:%Y-%m-%d} {r[Passages.speaker]}: {r[Passages.text][:90]}", file=out)
                 print(f"        why: {item.reason}", file=out)
-    print(f"\nAll gold turns found for {found_all} of {total} questions (top {DEMO_K}; * marks a gold turn).", file=out)
+    print(f"\nAll gold turns found for {found_all} of {total} questions; {gold_found} of {gold_turns} gold turns "
+          f"in the top {DEMO_K} (* marks a gold turn).", file=out)
     return 0

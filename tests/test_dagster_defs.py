@@ -1,4 +1,5 @@
 from datetime import datetime
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -151,6 +152,13 @@ def test_seem_demo_runs_on_the_bundled_sample(tmp_path):
     # Every sample question has at least one of its gold turns among the top-10 evidence.
     hits = [line for line in out.stdout.splitlines() if line.strip().startswith("gold ")]
     assert len(hits) == 8 and all(not line.split(": ")[-1].startswith("0/") for line in hits)
+    # A gold turn outside the top 10 is named with its rank, and the totals add up.
+    missed = [line for line in out.stdout.splitlines() if line.strip().startswith("missed: ")]
+    assert all(re.fullmatch(r"\s*missed: (s\d-\d\d (at rank \d+|not ranked)(, )?)+", line) for line in missed)
+    counts = [line.split(": ")[-1].split()[0].split("/") for line in hits]
+    found, gold = sum(int(c[0]) for c in counts), sum(int(c[1]) for c in counts)
+    assert gold == 17 and f"{found} of {gold} gold turns in the top 10" in out.stdout
+    assert len(missed) == sum(int(c[0]) < int(c[1]) for c in counts)
 
 
 def test_checks_run_on_the_built_partition_only(tmp_path):
