@@ -133,15 +133,19 @@ def _entity_text(token, inp: PassageInput, other: str | None) -> str | None:
     named = next((c for c in token.children if c.dep_ == "appos" and c.pos_ == "PROPN"), None)
     if token.pos_ == "NOUN" and named is not None:
         return _name_of(named)  # "my neighbour Ines offered" -> Ines
-    if token.ent_type_ and token.ent_iob_ != "O":
-        ent = next((e for e in token.doc.ents if e.start <= token.i < e.end), None)
-        if ent is not None:
-            return ent.text
-    return _phrase(token)
+    ent = _entity_of(token)
+    return ent.text if ent is not None else _phrase(token)
+
+
+def _entity_of(tok):
+    """The named-entity span ``tok`` is part of, or None."""
+    if not tok.ent_type_ or tok.ent_iob_ == "O":
+        return None
+    return next((e for e in tok.doc.ents if e.start <= tok.i < e.end), None)
 
 
 def _name_of(tok) -> str:
-    ent = next((e for e in tok.doc.ents if e.start <= tok.i < e.end), None)
+    ent = _entity_of(tok)
     return ent.text if ent is not None else " ".join(t.text for t in tok.subtree if t.dep_ == "compound" or t.i == tok.i)
 
 
