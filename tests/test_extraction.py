@@ -46,6 +46,19 @@ def test_you_resolves_to_the_other_speaker(sample):
     assert "Priya" in res.summary and "you" not in res.summary.lower().split()
 
 
+def test_summary_verbs_agree_with_the_name_that_replaces_i_and_you(sample):
+    results, by_ref, _, _ = sample
+    # "No, my neighbour Ines offered to look after him while I'm away for the wedding."
+    assert "while Tomas is away" in results[by_ref["s2-09"]].summary
+    # "You'll do great. I've been thinking about something big too: I want to adopt a dog ..."
+    assert "Priya will do great. Tomas has been thinking" in results[by_ref["s1-06"]].summary
+    assert "Tomas wants to adopt" in results[by_ref["s1-06"]].summary
+    assert "Is Tomas taking Biscuit?" in results[by_ref["s2-08"]].summary  # "Are you taking Biscuit?"
+    assert "Priya would love that" in results[by_ref["s3-11"]].summary  # "I'd love that."
+    # a subject joined with another keeps the plural verb
+    assert "Biscuit and Tomas were cheering" in results[by_ref["s4-04"]].summary
+
+
 def test_frames_and_facts_validate_and_cache_skips_everything_on_rerun(sample):
     _, _, inputs, results = sample
     frames, facts = to_tables(inputs, results, "embedded-spacy")

@@ -33,11 +33,12 @@ WH_TAGS = {"WP", "WDT", "WRB"}
 SKIP_LEMMAS = {"think", "know", "guess", "mean", "hope", "wish", "bet", "say", "see"}
 MAX_PHRASE_TOKENS = 8
 MAX_SUMMARY_WORDS = 40
+IRREGULAR_THIRD_PERSON = {"be": "is", "have": "has", "do": "does", "go": "goes"}
 
 
 class EmbeddedExtractor:
     name = "embedded-spacy"
-    version = "3"
+    version = "4"
 
     def __init__(self, model: str = MODEL, batch_size: int = 64):
         self.model = model
@@ -334,8 +335,50 @@ def _summary_sentences(scored) -> list:
     return sorted(chosen, key=lambda s: s.start)
 
 
+def _third_person(verb) -> str:
+    """The verb a named subject takes in place of "I"/"you": "am"/"'m"/"are" -> "is", "'ve" -> "has",
+    "want" -> "wants", "'ll" -> "will" ("I'm away" must not read "Tomas'm away")."""
+    low = verb.lower_
+    if verb.tag_ == "MD":
+        spelled = {"'ll": "will", "'d": "had" if _next_is_participle(verb) else "would"}.get(low)
+    elif low == "were":
+        spelled = "was"
+    elif verb.tag_ != "VBP":
+        spelled = None
+    elif verb.lemma_ in IRREGULAR_THIRD_PERSON:
+        spelled = IRREGULAR_THIRD_PERSON[verb.lemma_]
+    elif re.search(r"(s|sh|ch|x|z|o)$", low):
+        spelled = low + "es"
+    elif re.search(r"[^aeiou]y$", low):
+        spelled = low[:-1] + "ies"
+    else:
+        spelled = low + "s"
+    if spelled is None:
+        return verb.text
+    if verb.text[:1].isupper():
+        spelled = spelled[:1].upper() + spelled[1:]
+    return (" " if verb.text.startswith("'") else "") + spelled
+
+
+def _next_is_participle(tok) -> bool:
+    return tok.i + 1 < len(tok.doc) and tok.doc[tok.i + 1].tag_ == "VBN"
+
+
+def _agreeing_verbs(sentences, replaced) -> dict:
+    """For each replaced subject pronoun, its clause's finite verb, by token index."""
+    out = {}
+    for tok in (t for sent in sentences for t in sent):
+        if tok.dep_ in ("nsubj", "nsubjpass") and tok.lower_ in replaced:
+            head = tok.head
+            finite = min([c for c in head.children if c.dep_ in ("aux", "auxpass")] + [head], key=lambda t: t.i)
+            out[finite.i] = _third_person(finite)
+    return out
+
+
 def _summary(inp: PassageInput, sentences, times, other) -> str:
     words = []
+    replaced = {"i"} | ({"you"} if other else set())
+    verbs = _agreeing_verbs(sentences, replaced)
     for tok in (t for sent in sentences for t in sent):
         low = tok.lower_
         if low in ("i", "me", "myself"):
@@ -346,6 +389,8 @@ def _summary(inp: PassageInput, sentences, times, other) -> str:
             text = other
         elif low == "your" and other:
             text = f"{other}'s"
+        elif tok.i in verbs:
+            text = verbs[tok.i]
         else:
             text = tok.text
         words.append(text)
