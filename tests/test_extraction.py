@@ -1,11 +1,13 @@
 """The embedded extractor on the real spaCy pipeline: roles, speaker resolution, absolute time, facts."""
 
+from datetime import datetime
+
 import polars as pl
 import pytest
 
 from conftest import SAMPLE
 from seem_dagster import backends
-from seem_dagster.extraction.interface import extract_with_cache, inputs_from_passages, to_tables
+from seem_dagster.extraction.interface import PassageInput, extract_with_cache, inputs_from_passages, to_tables
 from seem_dagster.ingest import load_input
 from seem_dagster.schemas import EventFrames, Facts, Passages
 
@@ -57,6 +59,22 @@ def test_summary_verbs_agree_with_the_name_that_replaces_i_and_you(sample):
     assert "Priya would love that" in results[by_ref["s3-11"]].summary  # "I'd love that."
     # a subject joined with another keeps the plural verb
     assert "Biscuit and Tomas were cheering" in results[by_ref["s4-04"]].summary
+
+
+def test_summary_agreement_in_turns_outside_the_sample():
+    said = [
+        ("You and I are going to Lisbon.", "Priya and Tomas are going"),
+        ("I'd been there before you'd arrived.", "Tomas had been there before Priya had arrived"),
+        ("I'm away and you're here, I've got it and I'll go.", "Tomas is away and Priya is here, Tomas has got it and Tomas will go"),
+        ("Am I late? I do not know if you were there.", "Is Tomas late? Tomas does not know if Priya was there"),
+    ]
+    inputs = [
+        PassageInput(passage_id=str(i), conversation_id="c", speaker="Tomas", text=text, timestamp=datetime(2024, 1, 1),
+                     speakers=("Tomas", "Priya"), previous_speaker="Priya")
+        for i, (text, _) in enumerate(said)
+    ]
+    for result, (text, expected) in zip(backends.extractor().extract(inputs), said):
+        assert expected in result.summary, (text, result.summary)
 
 
 def test_frames_and_facts_validate_and_cache_skips_everything_on_rerun(sample):

@@ -34,6 +34,7 @@ SKIP_LEMMAS = {"think", "know", "guess", "mean", "hope", "wish", "bet", "say", "
 MAX_PHRASE_TOKENS = 8
 MAX_SUMMARY_WORDS = 40
 IRREGULAR_THIRD_PERSON = {"be": "is", "have": "has", "do": "does", "go": "goes"}
+CONTRACTED_THIRD_PERSON = {"'m": "is", "'re": "is", "'ve": "has", "'ll": "will"}
 
 
 class EmbeddedExtractor:
@@ -339,8 +340,10 @@ def _third_person(verb) -> str:
     """The verb a named subject takes in place of "I"/"you": "am"/"'m"/"are" -> "is", "'ve" -> "has",
     "want" -> "wants", "'ll" -> "will" ("I'm away" must not read "Tomas'm away")."""
     low = verb.lower_
-    if verb.tag_ == "MD":
-        spelled = {"'ll": "will", "'d": "had" if _next_is_participle(verb) else "would"}.get(low)
+    if low in CONTRACTED_THIRD_PERSON:
+        spelled = CONTRACTED_THIRD_PERSON[low]
+    elif low == "'d":
+        spelled = "had" if _next_is_participle(verb) else "would"
     elif low == "were":
         spelled = "was"
     elif verb.tag_ != "VBP":
@@ -368,7 +371,8 @@ def _agreeing_verbs(sentences, replaced) -> dict:
     """For each replaced subject pronoun, its clause's finite verb, by token index."""
     out = {}
     for tok in (t for sent in sentences for t in sent):
-        if tok.dep_ in ("nsubj", "nsubjpass") and tok.lower_ in replaced:
+        joined = any(c.dep_ == "conj" for c in tok.children)  # "you and I are" stays plural
+        if tok.dep_ in ("nsubj", "nsubjpass") and tok.lower_ in replaced and not joined:
             head = tok.head
             finite = min([c for c in head.children if c.dep_ in ("aux", "auxpass")] + [head], key=lambda t: t.i)
             out[finite.i] = _third_person(finite)
