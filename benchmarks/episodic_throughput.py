@@ -61,7 +61,7 @@ def main() -> None:
     last = conv.passages[Passages.session_index].max()
     early_ids = set(conv.passages.filter(pl.col(Passages.session_index) < last)[Passages.passage_id])
     before = fuse_frames([i for i in items if i.passage_id in early_ids], config)
-    incremental, inc_s = timed(lambda: fuse_frames(items, config, before.episodes, config.as_metadata()))
+    incremental, inc_s = timed(lambda: fuse_frames(items, config, before.episodes, config.as_metadata(), before.digests))
     assert incremental.episodes.equals(full.episodes)
     new_frames = n - len(early_ids)
 

@@ -5,11 +5,13 @@ Pure polars and numpy; the episodes asset calls ``fuse_frames`` and writes what 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
 
+from seem_dagster import ids
 from seem_dagster.fusion import Episode, FrameItem, FusionConfig, FusionStats, fuse, rebuild_state
 from seem_dagster.schemas import EVENT_ROLES, Episodes, EventFrames, Passages, table
 
@@ -73,12 +75,19 @@ def episodes_table(episodes: list[Episode], merged: dict[str, tuple[str, list[di
     return table(Episodes, rows)
 
 
+def frame_digest(item: FrameItem) -> str:
+    """What fusion read from a frame. Frame ids name the passage, not the content, so a new extractor
+    version gives the same ids with other summaries: saved episodes are only reused when this matches."""
+    return ids.stable_hash("frame", item.summary, json.dumps(list(item.events), sort_keys=True, default=str))
+
+
 @dataclass
 class FusionResult:
     episodes: pl.DataFrame
     stats: FusionStats
     mode: str  # "full" or "incremental"
     reason: str
+    digests: dict[str, str] = field(default_factory=dict)  # frame id -> frame_digest, to save with the episodes
 
 
 def fuse_frames(
@@ -86,16 +95,19 @@ def fuse_frames(
     config: FusionConfig,
     previous: pl.DataFrame | None = None,
     previous_config: dict | None = None,
+    previous_digests: dict[str, str] | None = None,
 ) -> FusionResult:
     """Fuse all frames, continuing from ``previous`` episodes when that gives the same answer.
 
     Incremental only when the previous episodes were fused with the same config, all their frames
-    are still here unchanged, and every new frame comes after them in time order; otherwise a full
-    re-fusion (and the reason is reported).
+    are still here with the content they had then (``previous_digests``, from that result's
+    ``digests``), and every new frame comes after them in time order; otherwise a full re-fusion
+    (and the reason is reported).
     """
     stats = FusionStats()
     by_id = {item.frame_id: item for item in items}
-    reason = _incremental_blocker(items, by_id, config, previous, previous_config)
+    digests = {item.frame_id: frame_digest(item) for item in items}
+    reason = _incremental_blocker(items, by_id, digests, config, previous, previous_config, previous_digests or {})
     if reason is None:
         saved = [
             (r[Episodes.episode_id], r[Episodes.conversation_id], [by_id[f] for f in r[Episodes.frame_ids]])
@@ -105,12 +117,12 @@ def fuse_frames(
         done = {f for _, _, members in saved for f in (m.frame_id for m in members)}
         new = [i for i in items if i.frame_id not in done]
         episodes = fuse(new, config, state, stats)
-        return FusionResult(episodes_table(episodes), stats, "incremental", f"{len(new)} new frames fused into {len(state)} episodes")
+        return FusionResult(episodes_table(episodes), stats, "incremental", f"{len(new)} new frames fused into {len(state)} episodes", digests)
     episodes = fuse(items, config, (), stats)
-    return FusionResult(episodes_table(episodes), stats, "full", reason)
+    return FusionResult(episodes_table(episodes), stats, "full", reason, digests)
 
 
-def _incremental_blocker(items, by_id, config, previous, previous_config) -> str | None:
+def _incremental_blocker(items, by_id, digests, config, previous, previous_config, previous_digests) -> str | None:
     if previous is None or previous.height == 0:
         return "no previous episodes"
     if previous_config != config.as_metadata():
@@ -118,6 +130,8 @@ def _incremental_blocker(items, by_id, config, previous, previous_config) -> str
     old_ids = [f for fids in previous[Episodes.frame_ids].to_list() for f in fids]
     if any(f not in by_id for f in old_ids):
         return "frames of previous episodes changed or were removed"
+    if any(previous_digests.get(f) != digests[f] for f in old_ids):
+        return "frames of previous episodes have other summaries or events now (or no record of them was kept)"
     old = set(old_ids)
     new = [i for i in items if i.frame_id not in old]
     if new and min(i.order for i in new) < max(by_id[f].order for f in old_ids):

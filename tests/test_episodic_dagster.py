@@ -73,6 +73,23 @@ def test_a_rebuild_with_nothing_new_hits_every_cache(tmp_path):
     assert episodes_meta["fusion_config"]["threshold"] == 0.68
 
 
+def test_a_new_extractor_version_fuses_its_frames_again_instead_of_keeping_stale_episodes(tmp_path, monkeypatch):
+    from seem_dagster.extraction import embedded
+
+    store = tmp_path / "store"
+    _build(store, SAMPLE, DagsterInstance.ephemeral())
+    # Same frame ids (they name the passage), other summaries: what an extractor upgrade does.
+    monkeypatch.setattr(embedded.EmbeddedExtractor, "version", "summaries-of-12-words")
+    monkeypatch.setattr(embedded, "MAX_SUMMARY_WORDS", 12)
+    instance = DagsterInstance.ephemeral()
+    _build(store, SAMPLE, instance)
+    assert _meta(instance, "event_frames")["extracted"] == 44
+    assert _meta(instance, "episodes")["fusion_mode"].startswith("full: frames of previous episodes have other summaries")
+    fresh = tmp_path / "fresh"
+    _build(fresh, SAMPLE, DagsterInstance.ephemeral())
+    assert snapshot.read_snapshot(store, CID, ["episodes"])["episodes"].equals(snapshot.read_snapshot(fresh, CID, ["episodes"])["episodes"])
+
+
 def test_query_job_turns_stored_questions_into_retrieved_context(tmp_path):
     from seem_dagster.schemas import Retrieved
 

@@ -1,5 +1,6 @@
 """Associative fusion on small hand-made frames and on the sample with real embeddings."""
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -81,7 +82,7 @@ def test_incremental_session_gives_the_same_episodes_as_a_full_rebuild(sample_fr
     early_ids = set(passages.filter(pl.col(Passages.session_index) < last_session)[Passages.passage_id])
     early = [i for i in items if i.passage_id in early_ids]
     before = fuse_frames(early, cfg)
-    incremental = fuse_frames(items, cfg, before.episodes, cfg.as_metadata())
+    incremental = fuse_frames(items, cfg, before.episodes, cfg.as_metadata(), before.digests)
     assert incremental.mode == "incremental" and full.mode == "full"
     assert incremental.episodes.equals(full.episodes)
     Episodes.validate(full.episodes)
@@ -98,3 +99,17 @@ def test_incremental_falls_back_to_full_when_history_changes(sample_frames):
     assert fuse_frames(items[1:], cfg, full.episodes, cfg.as_metadata()).reason == "frames of previous episodes changed or were removed"
     other = FusionConfig(threshold=0.9)
     assert fuse_frames(items, other, full.episodes, cfg.as_metadata()).reason == "fusion config changed"
+
+
+def test_saved_episodes_are_not_reused_when_their_frames_read_differently_now(sample_frames):
+    # A new extractor version keeps every frame id (ids name the passage) but rewrites summaries.
+    passages, frames, vectors = sample_frames
+    cfg = FusionConfig()
+    items = frame_items(frames, passages, vectors)
+    before = fuse_frames(items, cfg)
+    assert fuse_frames(items, cfg, before.episodes, cfg.as_metadata(), before.digests).mode == "incremental"
+    rewritten = [replace(items[0], summary=items[0].summary + " (rewritten)")] + items[1:]
+    again = fuse_frames(rewritten, cfg, before.episodes, cfg.as_metadata(), before.digests)
+    assert again.mode == "full" and "other summaries or events" in again.reason
+    # Episodes saved before digests were kept are fused again once, then reused.
+    assert fuse_frames(items, cfg, before.episodes, cfg.as_metadata(), {}).mode == "full"

@@ -15,7 +15,7 @@ from seem_dagster.episodic import frame_items, fuse_frames
 from seem_dagster.extraction.build import extract_embedded, extract_with_llm
 from seem_dagster.llm.fusion_step import fuse_frames_with_llm
 from seem_dagster.schemas import Episodes, EventFrames, Facts, LlmCalls, Passages
-from seem_dagster.store.cache import cache_path, read_cache_table, write_cache_table
+from seem_dagster.store.cache import cache_path, read_cache_table, read_kv, write_cache_table, write_kv
 
 GROUP = "episodic"
 KINDS = {"parquet", "polars"}
@@ -160,10 +160,12 @@ def episodes(
     else:
         config_key = ids.stable_hash("fusion", json.dumps(config.as_metadata(), sort_keys=True), base.name)
         fusion_file = cache_path(root, "fusion", config_key, key)
+        digests_file = cache_path(root, "fusion-frames", config_key, key)
         previous = read_cache_table(fusion_file)
-        result = fuse_frames(items, config, previous, config.as_metadata() if previous is not None else None)
+        result = fuse_frames(items, config, previous, config.as_metadata() if previous is not None else None, read_kv(digests_file))
         table, stats, mode = result.episodes, result.stats, f"{result.mode}: {result.reason}"
         write_cache_table(fusion_file, table)
+        write_kv(digests_file, result.digests)  # after the episodes: a lone new episodes file only forces a full fusion
     fuse_seconds = time.perf_counter() - started
 
     sizes = table[Episodes.passage_ids].list.len()
