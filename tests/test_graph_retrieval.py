@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import polars as pl
 import pytest
 
 from seem_dagster.graph.build import graph_edges
-from seem_dagster.graph.entities import SynonymConfig, entities_from_facts, entity_id, normalise, synonym_edges
+from seem_dagster.graph.entities import SynonymConfig, entities_from_facts, entity_id, is_proper_name, normalise, synonym_edges
 from seem_dagster.retrieval.index import ENTITY, FACT, PASSAGE, MemoryIndex
 from seem_dagster.retrieval.search import RetrievalConfig, reset_vector, retrieve, score_facts, seeds_from
 from seem_dagster.schemas import (
@@ -202,6 +203,54 @@ def test_rpe_brings_the_reply_to_an_expanded_question():
     assert ranked[2].reason == "same-session neighbour of anchor D1:0"
     plain = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), RetrievalConfig(**base, rpe_follow_reply=False)).ranked
     assert [r.passage_id for r in plain] == ["p0", "p1", "p3", "p2"]
+
+
+def test_a_proper_name_is_capitalised_inside_a_sentence():
+    assert is_proper_name("Ines", ["No, my neighbour Ines offered to look after him."])
+    assert is_proper_name("Ines", ["That sounds magical. Did Biscuit behave with Ines?"])
+    assert not is_proper_name("Adoption", ["Adoption is a big step. I read about it."])  # only sentence-initial
+    assert not is_proper_name("Your courage", ["Thanks! Your courage inspires me."])
+    assert not is_proper_name("park", ["We walked in the park."])
+    assert not is_proper_name("Max", ["Maxine came over."])  # whole words only
+
+
+def test_rpe_brings_the_turns_that_share_a_rare_proper_name_with_the_anchor():
+    turns = [  # (session, speaker, text)
+        (0, "Tom", "My neighbour Ines offered to look after him."), (0, "Pia", "Good plan."),
+        (0, "Tom", "Adoption is a big step."), (0, "Pia", "Tell Kai and Lea hello."),
+        (1, "Pia", "Did Biscuit behave with Ines?"), (1, "Tom", "He chewed one of her slippers."),
+        (1, "Pia", "Adoption suits you."), (1, "Tom", "Kai and Lea say hi."), (2, "Tom", "Kai visited; Lea too."),
+        (2, "Pia", "And Kai again?"),
+    ]
+    p = table(Passages, [
+        {"passage_id": f"p{i}", "conversation_id": "c", "session_id": f"s{s}", "session_index": s, "turn_index": i,
+         "speaker": who, "text": text, "timestamp": T, "source_ref": f"D{s + 1}:{i}"}
+        for i, (s, who, text) in enumerate(turns)
+    ])
+    f = facts([("Tom", "neighbour", "Ines", "p0"), ("Adoption", "be", "big step", "p2"), ("Pia", "greet", "Kai", "p3"),
+               ("Biscuit", "behave with", "Ines", "p4"), ("Adoption", "suit", "you", "p6"), ("Kai", "say", "hi", "p7"),
+               ("Lea", "say", "hi", "p7"), ("Kai", "visit", "Lea", "p8"), ("Pia", "ask", "Kai", "p9")])
+    ents = entities_from_facts(f)
+    vecs = [unit(1), unit(0, 1), unit(0, 0, 1)] + [unit(0, 0, 0, 1)] * 7
+    vectors = pl.concat([
+        embeddings_frame(PASSAGE, p["passage_id"].to_list(), np.stack(vecs), "hand", DIM),
+        embeddings_frame(FACT, f["fact_id"].to_list(), np.stack([unit(0, 1)] * f.height), "hand", DIM),
+    ])
+    idx = MemoryIndex.from_tables(p, f, ents, episodes([[f"p{i}"] for i in range(10)]), graph_edges(f, []), vectors)
+    # Ines and Lea are named by two turns each (p3 names Lea too, but no fact of p3 does); Kai by
+    # four, too many for 3; "Adoption" only starts sentences, so it is no proper name.
+    assert idx.name_links(3) == {"p0": {"p4": "Ines"}, "p4": {"p0": "Ines"}, "p7": {"p8": "Lea"}, "p8": {"p7": "Lea"}}
+    assert set(idx.name_links(4)["p3"]) == {"p7", "p8", "p9"}  # Kai counts at 4 turns
+    cfg = RetrievalConfig(top_facts=1, top_passages_rpe=1, rpe_max_per_episode=1, lexical_weight=0.0, answer_share=0.0,
+                          use_graph=False)
+    ranked = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), cfg).ranked
+    assert [r.passage_id for r in ranked[:4]] == ["p0", "p1", "p4", "p5"]  # neighbour, the Ines turn, its reply
+    assert ranked[2].reason == "names Ines, as anchor D1:0 does"
+    assert ranked[3].reason == "answers D2:4, which names Ines as anchor D1:0 does"
+    off = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), replace(cfg, rpe_name_turns=0)).ranked
+    assert "p4" not in [r.passage_id for r in off[:3]]
+    adoption = retrieve(idx, unit(0, 0, 1), np.zeros((0, DIM), np.float32), cfg).ranked
+    assert adoption[0].passage_id == "p2" and not any(r.reason.startswith(("names", "answers")) for r in adoption)
 
 
 def test_graph_edges_kinds_and_weights():

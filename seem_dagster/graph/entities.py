@@ -29,6 +29,23 @@ def normalise(name: str) -> str:
     return text or name.strip().lower()
 
 
+_SENTENCE_START = ".!?\"'“‘(:"
+
+
+def is_proper_name(alias: str, texts: Sequence[str]) -> bool:
+    """The alias is written with a capital inside a sentence in one of ``texts`` ("my neighbour Ines"),
+    not only at the start of a sentence, where any word is ("Adoption is ...", "Your courage ...")."""
+    if not alias[:1].isupper():
+        return False
+    pattern = re.compile(r"(?<!\w)" + re.escape(alias) + r"(?!\w)")
+    for text in texts:
+        for match in pattern.finditer(text):
+            before = text[: match.start()].rstrip()
+            if before and before[-1] not in _SENTENCE_START:
+                return True
+    return False
+
+
 def entity_id(conversation_id: str, normalised: str) -> str:
     return "n_" + ids.stable_hash("entity", conversation_id, normalised)
 

@@ -9,6 +9,7 @@ import numpy as np
 import polars as pl
 
 from seem_dagster.graph.build import MemoryGraph, to_igraph
+from seem_dagster.graph.entities import is_proper_name
 from seem_dagster.retrieval.lexical import Bm25
 from seem_dagster.schemas import Embeddings, Entities, Episodes, Facts, Passages
 
@@ -35,6 +36,7 @@ class MemoryIndex:
     entity_passages: dict[str, int] = field(default_factory=dict)
     episode_of: dict[str, int] = field(default_factory=dict)
     position: dict[str, int] = field(default_factory=dict)
+    _name_links: dict[int, dict[str, dict[str, str]]] = field(default_factory=dict, repr=False)
 
     @cached_property
     def lexical(self) -> Bm25:
@@ -67,6 +69,25 @@ class MemoryIndex:
                 out[i] = i - 1
             previous = (session, turn, speaker, text)
         return out
+
+    def name_links(self, max_turns: int) -> dict[str, dict[str, str]]:
+        """passage id -> {other passage id: name} for proper names (not the speakers') that at most
+        ``max_turns`` turns of the memory name: a name that rare ties its turns to one storyline."""
+        if max_turns not in self._name_links:
+            texts = dict(zip(self.passages[Passages.passage_id].to_list(), self.passages[Passages.text].to_list()))
+            speakers = set(self.passages[Passages.speaker].to_list())
+            links: dict[str, dict[str, str]] = {}
+            rows = zip(self.entities[Entities.name].to_list(), self.entities[Entities.aliases].to_list(),
+                       self.entities[Entities.passage_ids].to_list())
+            for name, aliases, pids in rows:
+                pids = [p for p in dict.fromkeys(pids) if p in texts]
+                if not 2 <= len(pids) <= max_turns or name in speakers:
+                    continue
+                if any(is_proper_name(a, [texts[p] for p in pids]) for a in aliases):
+                    for p in pids:
+                        links.setdefault(p, {}).update({q: name for q in pids if q != p})
+            self._name_links[max_turns] = links
+        return self._name_links[max_turns]
 
     @classmethod
     def from_tables(
