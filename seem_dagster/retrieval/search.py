@@ -211,13 +211,14 @@ def expand(index: MemoryIndex, ranked: list[Ranked], config: RetrievalConfig) ->
         anchor = index.position[item.passage_id]
         nearest = sorted(members, key=lambda p: (abs(index.position[p] - anchor), index.position[p]))[: config.rpe_max_per_episode]
         named = _name_linked(index, item.passage_id, seen | set(nearest), config)
-        nearest += list(named)
-        replies = _replies_to(index, nearest, seen | set(nearest) | {item.passage_id}) if config.rpe_follow_reply else {}
+        chosen = nearest + list(named)
+        replies = _replies_to(index, chosen, seen | set(chosen) | {item.passage_id}) if config.rpe_follow_reply else {}
+        chosen += list(replies)
         episode_members = set(index.episodes[Episodes.passage_ids][ep].to_list()) if ep is not None else set()
-        if episode_members & set(nearest):
+        if episode_members & set(chosen):
             used.append(ep)  # only an episode that brought a turn is one the context describes
         anchor_ref = refs[item.passage_id]
-        for p in sorted(nearest + list(replies), key=index.position.get):
+        for p in sorted(chosen, key=index.position.get):
             if p in episode_members:
                 why = f"episode {index.episodes[Episodes.episode_id][ep]} expanded from anchor {anchor_ref}"
             elif p in named:
