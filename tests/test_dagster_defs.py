@@ -1,3 +1,4 @@
+import dataclasses
 from datetime import datetime
 import re
 import subprocess
@@ -10,11 +11,12 @@ from dagster import DagsterInstance, instance_for_test, SensorResult, build_sche
 from conftest import ROOT, SAMPLE, message, write_jsonl
 from seem_dagster.definitions import build_defs
 from seem_dagster.defs.partitions import conversations
-from seem_dagster.defs.resources import SeemSettings
+from seem_dagster.defs.resources import MemorySettings, SeemSettings
 from seem_dagster.defs.runner import build_conversations
 from seem_dagster.defs.schedules import nightly_rebuild
 from seem_dagster.defs.sensors import inbox_sensor
 from seem_dagster.registry import register_file
+from seem_dagster.retrieval.search import RetrievalConfig
 from seem_dagster.schemas import Passages
 from seem_dagster.store import snapshot
 
@@ -174,3 +176,16 @@ def test_checks_run_on_the_built_partition_only(tmp_path):
     (outcome,) = build_conversations(build_defs(store_root=str(store)), ["alice"], instance=instance)
     assert outcome.success, outcome.error
     assert not snapshot.table_path(store, "passages", "bob").exists()
+
+
+def test_every_retrieval_setting_is_a_memory_resource_field():
+    # The resource copies RetrievalConfig field by field: a new setting must reach run config too.
+    # use_graph and use_rpe switch the evaluation's ablations on and off; they are not settings.
+    changed = {}
+    for f in dataclasses.fields(RetrievalConfig):
+        if f.name in ("use_graph", "use_rpe"):
+            continue
+        value = f.default
+        changed[f.name] = (not value if isinstance(value, bool) else "session" if isinstance(value, str)
+                           else value + 1 if isinstance(value, int) else value + 0.25)
+    assert MemorySettings(**changed).retrieval_config() == RetrievalConfig(**changed)

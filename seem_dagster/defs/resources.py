@@ -110,6 +110,8 @@ class MemorySettings(ConfigurableResource):
     lexical_weight: float = _RETRIEVAL.lexical_weight
     answer_share: float = _RETRIEVAL.answer_share
     rpe_follow_reply: bool = _RETRIEVAL.rpe_follow_reply
+    rpe_name_turns: int = _RETRIEVAL.rpe_name_turns
+    rpe_name_links: int = _RETRIEVAL.rpe_name_links
     k: int = 50
 
     def retrieval_config(self) -> RetrievalConfig:
@@ -118,6 +120,7 @@ class MemorySettings(ConfigurableResource):
             passage_share=self.passage_share, top_passages_rpe=self.top_passages_rpe,
             rpe_max_per_episode=self.rpe_max_per_episode, rpe_scope=self.rpe_scope, rpe_turn_window=self.rpe_turn_window,
             lexical_weight=self.lexical_weight, answer_share=self.answer_share, rpe_follow_reply=self.rpe_follow_reply,
+            rpe_name_turns=self.rpe_name_turns, rpe_name_links=self.rpe_name_links,
         )
 
     def fusion_config(self) -> FusionConfig:
