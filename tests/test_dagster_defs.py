@@ -163,7 +163,6 @@ def test_seem_demo_runs_on_the_bundled_sample(tmp_path):
     assert len(missed) == sum(int(c[0]) < int(c[1]) for c in counts)
     # Issue 4's bar: every gold turn of every sample question is among the top-10 evidence.
     assert "All gold turns found for 8 of 8 questions; 17 of 17 gold turns in the top 10" in out.stdout, out.stdout[-3000:]
-    assert not missed
 
 
 def test_checks_run_on_the_built_partition_only(tmp_path):

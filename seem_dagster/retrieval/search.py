@@ -238,7 +238,7 @@ def _name_linked(index: MemoryIndex, anchor: str, taken: set[str], config: Retri
         return {}
     linked = index.name_links(config.rpe_name_turns).get(anchor, {})
     at = index.position[anchor]
-    nearest = sorted((p for p in linked if p not in taken and p != anchor), key=lambda p: (abs(index.position[p] - at), index.position[p]))
+    nearest = sorted((p for p in linked if p not in taken), key=lambda p: (abs(index.position[p] - at), index.position[p]))
     return {p: linked[p] for p in nearest[: config.rpe_name_links]}
 
 
