@@ -1,6 +1,7 @@
 # Two commands do all set-up on a machine with only python3 and pip:
 #   make demo   build the bundled sample through Dagster and show what came out
-#   make test   run the whole test suite
+#   make test   run the whole test suite (lint first); what CI runs
+#   make check  the fast tier: lint and the unit tests, no pipelines or servers (under a minute)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -13,7 +14,7 @@ LLAMA        := 0.3.36
 LLAMA_CMAKE  := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
 LLM_STAMP    := $(VENV)/.llm-server
 
-.PHONY: demo test install browser llm-server clean
+.PHONY: demo test check lint install browser llm-server clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,8 +48,14 @@ $(LLM_STAMP): $(STAMP)
 
 llm-server: $(LLM_STAMP)
 
-test: $(STAMP) browser $(LLM_STAMP)
+lint: $(STAMP)
+	$(BIN)/ruff check seem_dagster tests benchmarks
+
+test: lint browser $(LLM_STAMP)
 	$(BIN)/python -m pytest
+
+check: lint
+	$(BIN)/python -m pytest -m "not slow" -q
 
 clean:
 	rm -rf $(VENV)

@@ -17,10 +17,10 @@ from pathlib import Path
 import polars as pl
 
 from seem_dagster import backends
+from seem_dagster.config import FusionConfig
 from seem_dagster.embeddings import CachedEmbedder
 from seem_dagster.episodic import frame_items, fuse_frames
 from seem_dagster.extraction.interface import inputs_from_passages, to_tables
-from seem_dagster.fusion import FusionConfig
 from seem_dagster.ingest import load_input
 from seem_dagster.schemas import EventFrames, Passages
 
@@ -61,7 +61,7 @@ def main() -> None:
     last = conv.passages[Passages.session_index].max()
     early_ids = set(conv.passages.filter(pl.col(Passages.session_index) < last)[Passages.passage_id])
     before = fuse_frames([i for i in items if i.passage_id in early_ids], config)
-    incremental, inc_s = timed(lambda: fuse_frames(items, config, before.episodes, config.as_metadata(), before.digests))
+    incremental, inc_s = timed(lambda: fuse_frames(items, config, before.episodes, before.digests))
     assert incremental.episodes.equals(full.episodes)
     new_frames = n - len(early_ids)
 

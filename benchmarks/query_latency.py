@@ -14,13 +14,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from seem_dagster import backends
-from seem_dagster.defs.resources import MemorySettings
+from seem_dagster.config import resolve_standard
 from seem_dagster.retrieval.answer import ask
 from seem_dagster.retrieval.load import load_index
 from seem_dagster.schemas import Passages, Questions
@@ -43,10 +42,9 @@ def main() -> None:
                         "--store", store, "--quiet"], check=True)
     index = load_index(store, args.conversation)
     questions = read_table(table_path(store, "questions", args.conversation))
-    memory = MemorySettings()
-    extractor, embedder = backends.extractor(memory.extractor), backends.embedder(memory.embedder)
-    seem_cfg = memory.retrieval_config()
-    dense_cfg = replace(seem_cfg, use_graph=False, use_rpe=False)
+    config = resolve_standard().config  # SEEM_CONFIG and SEEM_* variables choose the settings measured
+    extractor, embedder = backends.extractor(config.extraction.extractor), backends.embedder(config.extraction.embedder)
+    seem_cfg, budget = config.retrieval, config.query.budget_words
     date = index.passages[Passages.timestamp].max()
 
     def dense(q: str) -> float:
@@ -56,13 +54,12 @@ def main() -> None:
         return time.perf_counter() - started
 
     texts = questions[Questions.question].to_list()
-    ask(index, texts[0], date, extractor, embedder, seem_cfg)
+    ask(index, texts[0], date, extractor, embedder, seem_cfg, budget_words=budget)
     dense(texts[0])
     seem_s, dense_s = [], []
     for q in texts:
-        seem_s.append(ask(index, q, date, extractor, embedder, seem_cfg).seconds)
+        seem_s.append(ask(index, q, date, extractor, embedder, seem_cfg, budget_words=budget).seconds)
         dense_s.append(dense(q))
-    assert dense_cfg.use_graph is False
     p = lambda xs, q: float(np.percentile(xs, q)) * 1000  # noqa: E731
     print(f"{args.conversation}: {index.passages.height} passages, {index.facts.height} facts, "
           f"{index.graph.graph.vcount()} nodes, {index.graph.graph.ecount()} edges, {len(texts)} questions")

@@ -1,9 +1,17 @@
-"""`seem`: build memories, run the demo. A non-zero exit and a one-line reason on any error."""
+"""`seem`: build memories, query them, evaluate, show the configuration. A non-zero exit and a
+one-line reason on any error.
+
+Every command reads the one configuration tree (``seem_dagster.config``): ``--config FILE``,
+``SEEM_*`` variables, ``--set section.setting=value``, and flags that are shorthands for single
+settings (``--backend`` is ``--set llm.backend=...``), so a flag's default is the tree's.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import typing
+from dataclasses import dataclass
 from pathlib import Path
 
 EXIT_INPUT = 2
@@ -17,14 +25,55 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
-def _llm_settings(args: argparse.Namespace):
-    from seem_dagster.llm.settings import LlmSettings
+@dataclass(frozen=True)
+class Shortcut:
+    flag: str
+    key: str  # the setting it sets
+    action: str = "store"  # store | store_true | append
+    metavar: str | None = None
 
-    return LlmSettings.from_env(
-        backend=args.backend, model=args.model, base_url=args.base_url, response_format=args.response_format,
-        api_key_env=args.api_key_env, **({"max_concurrency": args.max_concurrency} if args.max_concurrency else {}),
-        **({"max_tokens": args.max_tokens} if args.max_tokens else {}),
-    )
+
+STORE = Shortcut("--store", "store.root", metavar="DIR")
+LLM_FLAGS = (
+    Shortcut("--backend", "llm.backend"), Shortcut("--model", "llm.model"), Shortcut("--base-url", "llm.base_url", metavar="URL"),
+    Shortcut("--response-format", "llm.response_format"), Shortcut("--api-key-env", "llm.api_key_env", metavar="VAR"),
+    Shortcut("--max-concurrency", "llm.max_concurrency", metavar="N"), Shortcut("--max-tokens", "llm.max_tokens", metavar="N"),
+)
+INGEST_FLAGS = (
+    Shortcut("--max-turn-chars", "ingest.max_turn_chars", metavar="N"),
+    Shortcut("--allow-empty-turns", "ingest.allow_empty_turns", "store_true"),
+    Shortcut("--only-speaker", "ingest.only_speakers", "append", metavar="NAME"),
+)
+
+
+def _dest(shortcut: Shortcut) -> str:
+    return "set_" + shortcut.key.replace(".", "__")
+
+
+def _add_config_flags(p: argparse.ArgumentParser, shortcuts=()) -> None:
+    from seem_dagster.config import SETTINGS
+
+    g = p.add_argument_group("configuration (see `seem config show`; flags are shorthands for one setting each)")
+    g.add_argument("--config", metavar="FILE", help="YAML or TOML file shaped like the tree (default: $SEEM_CONFIG)")
+    g.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="assignments",
+                   help="any setting, e.g. --set retrieval.top_facts=8 (repeatable; wins over the file and environment)")
+    for s in shortcuts:
+        setting = SETTINGS[s.key]
+        choices = typing.get_args(setting.annotation) if typing.get_origin(setting.annotation) is typing.Literal else None
+        helptext = f"{setting.description} (sets {s.key})"
+        if s.action == "store_true":
+            g.add_argument(s.flag, action="store_true", default=None, dest=_dest(s), help=helptext)
+        else:
+            g.add_argument(s.flag, action=s.action, dest=_dest(s), metavar=s.metavar, choices=choices, help=helptext)
+
+
+def _resolve(args: argparse.Namespace, shortcuts=()):
+    """The tree for this command: defaults < file < environment < flags < --set. Raises ConfigError."""
+    from seem_dagster.config import Layer, assignments_layer, resolve_standard
+
+    values = {s.key: getattr(args, _dest(s)) for s in shortcuts if getattr(args, _dest(s), None) is not None}
+    flags = Layer("flags", values, text=True, origin={s.key: f"flag {s.flag}" for s in shortcuts if s.key in values})
+    return resolve_standard(args.config, (flags, assignments_layer(args.assignments)))
 
 
 def _llm_summary(store: str, conversation_id: str) -> str | None:
@@ -42,47 +91,47 @@ def _llm_summary(store: str, conversation_id: str) -> str | None:
             f"tokens {int(calls[LlmCalls.prompt_tokens].sum())} in / {int(calls[LlmCalls.completion_tokens].sum())} out")
 
 
+BUILD_FLAGS = (STORE, *INGEST_FLAGS, *LLM_FLAGS)
+
+
 def cmd_build(args: argparse.Namespace) -> int:
-    from seem_dagster.ingest import IngestOptions, InputError
+    from seem_dagster.config import ConfigError
+    from seem_dagster.ingest import InputError
     from seem_dagster.registry import register_file
 
     try:
-        llm = _llm_settings(args)
-    except ValueError as err:
+        resolved = _resolve(args, BUILD_FLAGS)
+    except ConfigError as err:
         return _fail(str(err), EXIT_INPUT)
-
-    options = IngestOptions(
-        max_turn_chars=args.max_turn_chars, allow_empty_turns=args.allow_empty_turns,
-        speakers=tuple(args.only_speaker) if args.only_speaker else None,
-    )
+    config = resolved.config
+    store = config.store.root
     try:
-        registered = register_file(
-            args.store, args.input, args.format, options, questions=args.questions, conversations=args.conversation
-        )
+        registered = register_file(store, args.input, args.format, config.ingest, questions=args.questions,
+                                   conversations=args.conversation)
     except InputError as err:
         return _fail(str(err), EXIT_INPUT)
     for reg in registered:
         for skipped in reg.skipped:
-            print(f"seem: skipped (--allow-empty-turns): {skipped}", file=sys.stderr)
+            print(f"seem: skipped (ingest.allow_empty_turns): {skipped}", file=sys.stderr)
+    from seem_dagster.defs.assemble import build_defs
     from seem_dagster.defs.runner import build_conversations
-    from seem_dagster.definitions import build_defs
 
-    from seem_dagster.defs.resources import LlmResource
-
-    defs = build_defs(store_root=args.store, llm=LlmResource.from_settings(llm), max_turn_chars=args.max_turn_chars, allow_empty_turns=args.allow_empty_turns)
-    outcomes = build_conversations(defs, [r.conversation_id for r in registered], progress=not args.quiet)
+    outcomes = build_conversations(build_defs(resolved), [r.conversation_id for r in registered], progress=not args.quiet)
     failed = [o for o in outcomes if not o.success]
     for reg, outcome in zip(registered, outcomes):
-        excluded = f"; {reg.excluded} turns by other speakers left out (--only-speaker)" if reg.excluded else ""
+        excluded = f"; {reg.excluded} turns by other speakers left out (ingest.only_speakers)" if reg.excluded else ""
         print(f"{reg.conversation_id}: {reg.passages} passages ({reg.status}{excluded})")
-        summary = _llm_summary(args.store, reg.conversation_id) if outcome.success else None
+        summary = _llm_summary(store, reg.conversation_id) if outcome.success else None
         if summary:
             print(summary)
-    print(f"store: {Path(args.store).resolve() if '://' not in args.store else args.store}")
+    print(f"store: {Path(store).resolve() if '://' not in store else store}")
     if failed:
         first = failed[0]
         return _fail(f"{len(failed)} of {len(outcomes)} conversations failed; {first.conversation_id}: {first.error}", EXIT_RUN)
     return 0
+
+
+QUERY_FLAGS = (STORE, Shortcut("--k", "query.k", metavar="N"), Shortcut("--budget", "query.budget_words", metavar="WORDS"), *LLM_FLAGS)
 
 
 def cmd_query(args: argparse.Namespace) -> int:
@@ -90,7 +139,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     from datetime import datetime
 
     from seem_dagster import backends
-    from seem_dagster.defs.resources import MemorySettings
+    from seem_dagster.config import ConfigError
     from seem_dagster.retrieval.answer import ask, passages_json
     from seem_dagster.retrieval.load import load_index
     from seem_dagster.store.snapshot import SnapshotError
@@ -100,29 +149,29 @@ def cmd_query(args: argparse.Namespace) -> int:
     except ValueError:
         return _fail(f"--date {args.date!r} is not an ISO date", EXIT_INPUT)
     try:
-        llm = _llm_settings(args)
-    except ValueError as err:
+        config = _resolve(args, QUERY_FLAGS).config
+    except ConfigError as err:
         return _fail(str(err), EXIT_INPUT)
+    store = config.store.root
     try:
-        index = load_index(args.store, args.conversation)
+        index = load_index(store, args.conversation)
     except SnapshotError as err:
         return _fail(str(err), EXIT_RUN)
     session = None
-    if llm.enabled:
+    if config.llm.enabled:
         from seem_dagster.llm.session import LlmSession
 
-        session = LlmSession(llm, args.store, args.conversation)
-    memory = MemorySettings()
+        session = LlmSession(config.llm, store, args.conversation)
     answered = ask(
-        index, args.question, date, backends.extractor(memory.extractor), backends.embedder(memory.embedder),
-        memory.retrieval_config(), budget_words=args.budget, llm=session,
+        index, args.question, date, backends.extractor(config.extraction.extractor), backends.embedder(config.extraction.embedder),
+        config.retrieval, budget_words=config.query.budget_words, llm=session,
     )
     answer = answered.answer or {}
     llm_calls = None
     if session is not None:
         llm_calls = [{k: getattr(r, k) for k in ("prompt", "status", "cached", "calls", "prompt_tokens", "completion_tokens", "error")}
                      for r in session.records]
-    items = passages_json(index, answered, args.k)
+    items = passages_json(index, answered, config.query.k)
     if args.json:
         print(json.dumps({
             "question": args.question, "conversation_id": args.conversation, "date": answered.date.isoformat(),
@@ -148,42 +197,37 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from seem_dagster.config import ConfigError
     from seem_dagster.demo import run_demo
 
-    return run_demo(store=args.store, sample_dir=SAMPLE_DIR, out=sys.stdout)
-
-
-def _int_list(text: str, flag: str) -> list[int]:
     try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ValueError(f"{flag} {text!r}: expected comma-separated integers") from None
-    if not values or min(values) <= 0:
-        raise ValueError(f"{flag} {text!r}: expected positive integers")
-    return values
+        resolved = _resolve(args, (STORE,))
+    except ConfigError as err:
+        return _fail(str(err), EXIT_INPUT)
+    return run_demo(resolved, sample_dir=SAMPLE_DIR, out=sys.stdout)
+
+
+EVAL_FLAGS = (
+    Shortcut("--methods", "evaluation.methods", metavar="A,B"),
+    Shortcut("--answer-methods", "evaluation.answer_methods", metavar="A,B"),
+    Shortcut("--answer-budget", "evaluation.answer_budget", metavar="WORDS"),
+    *LLM_FLAGS,
+)
+LOCOMO_FLAGS = (Shortcut("--k", "evaluation.ks", metavar="5,10"), Shortcut("--budget", "evaluation.budgets", metavar="500,1000"))
+LME_FLAGS = (Shortcut("--granularity", "evaluation.granularities", metavar="session,turn"), Shortcut("--corpus", "evaluation.corpus"))
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from seem_dagster.evaluation.run import EvalSettings, run_evaluation
+    from seem_dagster.config import ConfigError
+    from seem_dagster.evaluation.run import EvalRun, run_evaluation
     from seem_dagster.ingest import InputError
 
+    flags = EVAL_FLAGS + (LOCOMO_FLAGS if args.benchmark == "locomo" else LME_FLAGS)
     try:
-        settings = EvalSettings(
-            benchmark=args.benchmark, data=args.data, out=args.out, store=args.store,
-            methods=[m.strip() for m in args.methods.split(",") if m.strip()],
-            conversations=args.conversation, progress=not args.quiet,
-            ks=_int_list(args.k, "--k") if args.benchmark == "locomo" else [1, 3, 5, 10, 30, 50],
-            budgets=_int_list(args.budget, "--budget") if args.benchmark == "locomo" else [],
-            granularities=[g.strip() for g in getattr(args, "granularity", "").split(",") if g.strip()],
-            corpus=getattr(args, "corpus", "all"),
-            llm=_llm_settings(args),
-            answer_methods=[m.strip() for m in args.answer_methods.split(",") if m.strip()],
-            answer_budget=args.answer_budget,
-        )
-        summary = run_evaluation(settings)
-    except InputError as err:
-        return _fail(str(err), EXIT_INPUT)
-    except ValueError as err:
+        resolved = _resolve(args, flags)
+        summary = run_evaluation(EvalRun(benchmark=args.benchmark, data=args.data, out=args.out, store=args.store,
+                                         conversations=args.conversation, progress=not args.quiet), resolved)
+    except (ConfigError, InputError, ValueError) as err:
         return _fail(str(err), EXIT_INPUT)
     except RuntimeError as err:
         return _fail(str(err), EXIT_RUN)
@@ -191,23 +235,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_llm_flags(p: argparse.ArgumentParser) -> None:
-    from seem_dagster.llm.settings import BACKENDS, RESPONSE_FORMATS
+def cmd_config_show(args: argparse.Namespace) -> int:
+    from seem_dagster.config import ConfigError
 
-    g = p.add_argument_group("language model (default from SEEM_LLM_* variables, else embedded: no model)")
-    g.add_argument("--backend", choices=BACKENDS, help="embedded (spaCy, no model), openai (any OpenAI-compatible server) or vllm (offline batch)")
-    g.add_argument("--model", help="model name as the server or vLLM knows it")
-    g.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
-    g.add_argument("--response-format", choices=RESPONSE_FORMATS,
-                   help="json_schema (OpenAI, vllm serve; the default) or json_object with the schema (llama.cpp's server)")
-    g.add_argument("--api-key-env", help="environment variable holding the API key (default SEEM_LLM_API_KEY); never printed")
-    g.add_argument("--max-concurrency", type=int, help="requests in flight to the server (default 8)")
-    g.add_argument("--max-tokens", type=int, help="cap on each reply's tokens (default 768; each prompt has its own lower cap)")
+    try:
+        resolved = _resolve(args)
+    except ConfigError as err:
+        return _fail(str(err), EXIT_INPUT)
+    print(resolved.show(args.format, describe=args.describe), end="")
+    return 0
 
 
 def parser() -> argparse.ArgumentParser:
-    from seem_dagster.defs.resources import default_store
-    from seem_dagster.ingest import FORMATS, IngestOptions
+    from seem_dagster.ingest import FORMATS
 
     p = argparse.ArgumentParser(prog="seem", description="SEEM memory for conversational agents, built with Dagster.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -216,56 +256,43 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--input", required=True, help="LoCoMo JSON, LongMemEval JSON or JSONL chat log")
     b.add_argument("--format", choices=FORMATS, help="input format (detected when omitted)")
     b.add_argument("--conversation", action="append", metavar="ID", help="only this conversation (repeatable)")
-    b.add_argument("--store", default=default_store(), help="snapshot root, a folder or fsspec URL (default: %(default)s)")
     b.add_argument("--questions", help="JSONL questions for a JSONL input (see README)")
-    b.add_argument("--max-turn-chars", type=int, default=IngestOptions.max_turn_chars, help="reject longer turns (default: %(default)s)")
-    b.add_argument("--allow-empty-turns", action="store_true", help="skip empty turns (each is reported) instead of stopping")
-    b.add_argument("--only-speaker", action="append", metavar="NAME",
-                   help="keep only this speaker's turns, e.g. LongMemEval's 'user' (repeatable; the rest are counted)")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
-    _add_llm_flags(b)
+    _add_config_flags(b, BUILD_FLAGS)
     b.set_defaults(func=cmd_build)
 
     q = sub.add_parser("query", help="retrieve the evidence for a question from a built conversation")
     q.add_argument("question")
-    q.add_argument("--store", default=default_store(), help="snapshot root (default: %(default)s)")
     q.add_argument("--conversation", required=True, metavar="ID")
     q.add_argument("--date", help="the question's date (ISO); relative dates in the question resolve against it")
-    q.add_argument("--k", type=int, default=10, help="passages to return (default: %(default)s)")
-    q.add_argument("--budget", type=int, default=1000, help="context budget in words (default: %(default)s)")
     q.add_argument("--json", action="store_true", help="print JSON: passages with passage_id, source_ref, text, timestamp, score, reason")
-    _add_llm_flags(q)
+    _add_config_flags(q, QUERY_FLAGS)
     q.set_defaults(func=cmd_query)
 
     d = sub.add_parser("demo", help="build the bundled sample end to end and show what the memory holds")
-    d.add_argument("--store", default=default_store(), help="snapshot root (default: %(default)s)")
+    _add_config_flags(d, (STORE,))
     d.set_defaults(func=cmd_demo)
-
-    from seem_dagster.evaluation.methods import METHODS
 
     ev = sub.add_parser("eval", help="measure retrieval of every method on LoCoMo or LongMemEval")
     bench = ev.add_subparsers(dest="benchmark", required=True)
-    for name, helptext in (("locomo", "LoCoMo JSON (dev file or the full ten conversations)"),
-                           ("longmemeval", "LongMemEval JSON (dev file or a full release file)")):
+    for name, helptext, extra in (("locomo", "LoCoMo JSON (dev file or the full ten conversations)", LOCOMO_FLAGS),
+                                  ("longmemeval", "LongMemEval JSON (dev file or a full release file)", LME_FLAGS)):
         e = bench.add_parser(name, help=helptext)
         e.add_argument("--data", required=True, help=helptext)
         e.add_argument("--out", required=True, help="folder for results.json, results.md and the plots")
         e.add_argument("--store", help="where the memories are built and kept between runs (default: OUT/store)")
-        e.add_argument("--methods", default=",".join(METHODS), help="comma-separated (default: all: %(default)s)")
         e.add_argument("--conversation", action="append", metavar="ID", help="only this conversation/question (repeatable)")
         e.add_argument("--quiet", action="store_true", help="no progress bars")
-        e.add_argument("--answer-methods", default="seem,hybrid",
-                       help="with --backend: methods whose contexts are answered and judged (default: %(default)s)")
-        e.add_argument("--answer-budget", type=int, default=1000, help="with --backend: context words per answer (default: %(default)s)")
-        _add_llm_flags(e)
-        if name == "locomo":
-            e.add_argument("--k", default="5,10,25,50", help="cut-offs (default: %(default)s)")
-            e.add_argument("--budget", default="500,1000,2000", help="context budgets in words (default: %(default)s)")
-        else:
-            e.add_argument("--granularity", default="session,turn", help="session, turn or both (default: %(default)s)")
-            e.add_argument("--corpus", choices=("user", "all"), default="user",
-                           help="turns in the memory: the official protocol's user turns, or all turns (default: %(default)s)")
+        _add_config_flags(e, EVAL_FLAGS + extra)
         e.set_defaults(func=cmd_eval)
+
+    c = sub.add_parser("config", help="the configuration tree")
+    csub = c.add_subparsers(dest="config_command", required=True)
+    show = csub.add_parser("show", help="print every setting as resolved, with where its value came from")
+    show.add_argument("--format", choices=("toml", "json"), default="toml", help="toml (with sources as comments) or json")
+    show.add_argument("--describe", action="store_true", help="a line of description above each setting")
+    _add_config_flags(show)
+    show.set_defaults(func=cmd_config_show)
     return p
 
 

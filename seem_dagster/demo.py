@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TextIO
 
+from seem_dagster.config import Resolved
 from seem_dagster.schemas import Passages, Questions
 from seem_dagster.store import snapshot
 
@@ -13,29 +14,30 @@ SAMPLE_QUESTIONS = "sample_questions.jsonl"
 DEMO_K = 10
 
 
-def run_demo(*, store: str, sample_dir: Path, out: TextIO) -> int:
+def run_demo(resolved: Resolved, *, sample_dir: Path, out: TextIO) -> int:
+    from seem_dagster.defs.assemble import build_defs
     from seem_dagster.defs.runner import build_conversations
-    from seem_dagster.definitions import build_defs
     from seem_dagster.registry import register_file
+
+    config = resolved.config
+    store = config.store.root
 
     conversation = sample_dir / SAMPLE_CONVERSATION
     questions = sample_dir / SAMPLE_QUESTIONS
     if not conversation.exists():
         print(f"seem demo: the bundled sample is missing ({conversation}); run from a clone of the project", file=out)
         return 2
-    registered = register_file(store, str(conversation), "jsonl", questions=str(questions))
-    outcomes = build_conversations(build_defs(store_root=store), [r.conversation_id for r in registered], progress=True)
+    registered = register_file(store, str(conversation), "jsonl", config.ingest, questions=str(questions))
+    outcomes = build_conversations(build_defs(resolved), [r.conversation_id for r in registered], progress=True)
     for outcome in outcomes:
         if not outcome.success:
             print(f"seem demo: {outcome.conversation_id} failed: {outcome.error}", file=out)
             return 1
     from seem_dagster import backends
-    from seem_dagster.defs.resources import MemorySettings
     from seem_dagster.retrieval.answer import ask
     from seem_dagster.retrieval.load import load_index
 
-    memory = MemorySettings()
-    extractor, embedder = backends.extractor(memory.extractor), backends.embedder(memory.embedder)
+    extractor, embedder = backends.extractor(config.extraction.extractor), backends.embedder(config.extraction.embedder)
     found_all = total = gold_turns = gold_found = 0
     for reg in registered:
         tables = snapshot.read_snapshot(store, reg.conversation_id, ["passages", "questions", "event_frames", "facts", "episodes"])
@@ -46,7 +48,8 @@ def run_demo(*, store: str, sample_dir: Path, out: TextIO) -> int:
         index = load_index(store, reg.conversation_id)
         rows = {r[Passages.passage_id]: r for r in passages.iter_rows(named=True)}
         for q in qs.iter_rows(named=True):
-            answered = ask(index, q[Questions.question], q[Questions.question_date], extractor, embedder, memory.retrieval_config())
+            answered = ask(index, q[Questions.question], q[Questions.question_date], extractor, embedder, config.retrieval,
+                           budget_words=config.query.budget_words)
             top = answered.result.ranked[:DEMO_K]
             rank = {rows[i.passage_id][Passages.source_ref]: n for n, i in enumerate(answered.result.ranked, 1)}
             gold = q[Questions.evidence]

@@ -94,20 +94,19 @@ def fuse_frames(
     items: list[FrameItem],
     config: FusionConfig,
     previous: pl.DataFrame | None = None,
-    previous_config: dict | None = None,
     previous_digests: dict[str, str] | None = None,
 ) -> FusionResult:
     """Fuse all frames, continuing from ``previous`` episodes when that gives the same answer.
 
-    Incremental only when the previous episodes were fused with the same config, all their frames
-    are still here with the content they had then (``previous_digests``, from that result's
-    ``digests``), and every new frame comes after them in time order; otherwise a full re-fusion
-    (and the reason is reported).
+    ``previous`` must come from the same ``config`` (the caller keys its saved episodes by config).
+    Incremental only when all their frames are still here with the content they had then
+    (``previous_digests``, from that result's ``digests``), and every new frame comes after them in
+    time order; otherwise a full re-fusion (and the reason is reported).
     """
     stats = FusionStats()
     by_id = {item.frame_id: item for item in items}
     digests = {item.frame_id: frame_digest(item) for item in items}
-    reason = _incremental_blocker(items, by_id, digests, config, previous, previous_config, previous_digests or {})
+    reason = _incremental_blocker(items, by_id, digests, previous, previous_digests or {})
     if reason is None:
         saved = [
             (r[Episodes.episode_id], r[Episodes.conversation_id], [by_id[f] for f in r[Episodes.frame_ids]])
@@ -122,11 +121,9 @@ def fuse_frames(
     return FusionResult(episodes_table(episodes), stats, "full", reason, digests)
 
 
-def _incremental_blocker(items, by_id, digests, config, previous, previous_config, previous_digests) -> str | None:
+def _incremental_blocker(items, by_id, digests, previous, previous_digests) -> str | None:
     if previous is None or previous.height == 0:
         return "no previous episodes"
-    if previous_config != config.as_metadata():
-        return "fusion config changed"
     old_ids = [f for fids in previous[Episodes.frame_ids].to_list() for f in fids]
     if any(f not in by_id for f in old_ids):
         return "frames of previous episodes changed or were removed"

@@ -17,33 +17,13 @@ fusing everything at once (the state is fully derived from the member frames, in
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
 
 from seem_dagster import ids
-
-
-@dataclass(frozen=True)
-class FusionConfig:
-    # Defaults from benchmarks/tune_fusion.py (LoCoMo conv-26/30/41, embedded extractor, MiniLM):
-    # the share of multi-hop evidence pairs fused into one episode is 0.224 here, the best of its
-    # 128 settings (next: 0.218 with the centroid link and 8.2-turn episodes against 6.2). The
-    # adjacency and time bonuses did not help there, so they default to zero and stay available.
-    candidates: int = 3
-    threshold: float = 0.68
-    min_similarity: float = 0.3
-    adjacency_bonus: float = 0.0
-    adjacency_turns: int = 2
-    participant_bonus: float = 0.15
-    time_bonus: float = 0.0
-    time_window_days: float = 14.0
-    max_passages: int = 32
-    link: str = "max"  # episode similarity: its closest member frame ("max") or its "centroid"
-
-    def as_metadata(self) -> dict:
-        return asdict(self)
+from seem_dagster.config import FusionConfig
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from seem_dagster.ingest import IngestOptions, load_input
+from seem_dagster.config import IngestConfig
+from seem_dagster.ingest import load_input
 from seem_dagster.store.sources import Source, read_source, source_path, write_source
 
 
@@ -18,20 +19,20 @@ class Registered:
     fingerprint: str
     passages: int
     skipped: tuple[str, ...]
-    excluded: int = 0  # turns by speakers outside IngestOptions.speakers
+    excluded: int = 0  # turns by speakers outside IngestConfig.only_speakers
 
 
 def register_file(
     root,
     path: str,
     fmt: str | None = None,
-    options: IngestOptions | None = None,
+    options: IngestConfig | None = None,
     *,
     questions: str | None = None,
     conversations: list[str] | None = None,
 ) -> list[Registered]:
     """Raises InputError before anything is written when any part of the file is bad."""
-    options = options or IngestOptions()
+    options = options or IngestConfig()
     parsed = load_input(path, fmt, options, questions=questions, conversations=conversations)
     entries = []
     for conv in parsed:
@@ -40,10 +41,8 @@ def register_file(
             path=str(path),
             format=conv.source_format,
             fingerprint=conv.fingerprint,
-            max_turn_chars=options.max_turn_chars,
-            allow_empty_turns=options.allow_empty_turns,
+            ingest=options,
             questions_path=None if questions is None else str(questions),
-            speakers=list(options.speakers) if options.speakers else None,
         )
         if source_path(root, conv.conversation_id).exists():
             status = "unchanged" if read_source(root, conv.conversation_id) == source else "changed"

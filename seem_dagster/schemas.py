@@ -6,8 +6,8 @@ Accessing a field on a pandera ``DataFrameModel`` class gives the column name, s
 
 from __future__ import annotations
 
-import polars as pl
 import pandera.polars as pa
+import polars as pl
 
 
 class Passages(pa.DataFrameModel):
@@ -134,9 +134,9 @@ class Episodes(pa.DataFrameModel):
 
 
 class Embeddings(pa.DataFrameModel):
-    """Vectors of passages, facts, entities and episodes (the retrieval index reads them)."""
+    """Vectors of passages and facts: what queries score (the retrieval index)."""
 
-    kind: str = pa.Field(isin=["passage", "fact", "entity", "episode", "frame"])
+    kind: str = pa.Field(isin=["passage", "fact"])
     item_id: str = pa.Field()
     vector: pl.Array(pl.Float32, 384) = pa.Field()
     model: str = pa.Field()

@@ -46,3 +46,13 @@ def write_jsonl(path: Path, rows: list) -> Path:
 
 def files_under(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+
+
+def tree(store=None, settings: dict | None = None):
+    """The resolved configuration for a test: defaults, the store, then ``settings`` ({"fusion.threshold": 0.8})."""
+    from seem_dagster.config import Layer, resolve
+
+    values = dict(settings or {})
+    if store is not None:
+        values["store.root"] = str(store)
+    return resolve([Layer("test", values)])

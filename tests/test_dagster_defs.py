@@ -1,26 +1,25 @@
-import dataclasses
-from datetime import datetime
 import re
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import polars as pl
-from dagster import DagsterInstance, instance_for_test, SensorResult, build_schedule_context, build_sensor_context
+import pytest
+from dagster import DagsterInstance, SensorResult, build_schedule_context, build_sensor_context, instance_for_test
 
-from conftest import ROOT, SAMPLE, message, write_jsonl
-from seem_dagster.definitions import build_defs
+from conftest import ROOT, SAMPLE, message, tree, write_jsonl
+from seem_dagster.defs.assemble import build_defs
 from seem_dagster.defs.partitions import conversations
-from seem_dagster.defs.resources import MemorySettings, SeemSettings
 from seem_dagster.defs.runner import build_conversations
 from seem_dagster.defs.schedules import nightly_rebuild
 from seem_dagster.defs.sensors import inbox_sensor
 from seem_dagster.registry import register_file
-from seem_dagster.retrieval.search import RetrievalConfig
 from seem_dagster.schemas import Passages
 from seem_dagster.store import snapshot
 
 
+@pytest.mark.slow
 def test_definitions_load_with_the_dagster_cli():
     out = subprocess.run(
         [str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-m", "seem_dagster.definitions"],
@@ -30,7 +29,7 @@ def test_definitions_load_with_the_dagster_cli():
 
 
 def test_assets_have_groups_kinds_descriptions_and_blocking_checks():
-    defs = build_defs(store_root="unused")
+    defs = build_defs(tree("unused"))
     graph = defs.resolve_asset_graph()
     for key in graph.get_all_asset_keys():
         node = graph.get(key)
@@ -40,7 +39,7 @@ def test_assets_have_groups_kinds_descriptions_and_blocking_checks():
 
 
 def _sensor(instance, settings, cursor=None):
-    context = build_sensor_context(instance=instance, cursor=cursor, resources={"settings": settings})
+    context = build_sensor_context(instance=instance, cursor=cursor, resources={"seem": settings})
     return inbox_sensor(context), context
 
 
@@ -52,7 +51,7 @@ def _apply(instance, result: SensorResult):
 def test_inbox_sensor_adds_partitions_and_reruns_only_grown_conversations(tmp_path):
     inbox = tmp_path / "inbox"
     inbox.mkdir()
-    settings = SeemSettings(store_root=str(tmp_path / "store"), inbox=str(inbox))
+    settings = tree(tmp_path / "store", {"store.inbox": str(inbox)}).config
     instance = DagsterInstance.ephemeral()
     log = inbox / "chats.jsonl"
     rows = [message(conversation_id="alice"), message(conversation_id="bob", text="I started a new job.")]
@@ -82,7 +81,7 @@ def test_inbox_sensor_reports_a_bad_file_and_registers_nothing_from_it(tmp_path)
     write_jsonl(inbox / "bad.jsonl", [message(conversation_id="carol"), message(conversation_id="carol", text="")])
     write_jsonl(inbox / "good.jsonl", [message(conversation_id="dave")])
     instance = DagsterInstance.ephemeral()
-    result, _ = _sensor(instance, SeemSettings(store_root=str(store), inbox=str(inbox)))
+    result, _ = _sensor(instance, tree(store, {"store.inbox": str(inbox)}).config)
     assert [r.partition_key for r in result.run_requests] == ["dave"]
     assert not (store / "_sources" / "carol.json").exists()
 
@@ -95,11 +94,12 @@ def test_schedule_requests_a_rebuild_of_every_partition():
     assert sorted(r.partition_key for r in requests) == ["a", "b", "c"]
 
 
+@pytest.mark.slow
 def test_build_materializes_passages_with_checks_and_readable_metadata(tmp_path):
     store = tmp_path / "store"
     registered = register_file(store, str(SAMPLE), "jsonl")
     instance = DagsterInstance.ephemeral()
-    (outcome,) = build_conversations(build_defs(store_root=str(store)), [r.conversation_id for r in registered], instance=instance)
+    (outcome,) = build_conversations(build_defs(tree(store)), [r.conversation_id for r in registered], instance=instance)
     assert outcome.success, outcome.error
     event = instance.get_latest_materialization_event(
         __import__("dagster").AssetKey("passages")
@@ -117,18 +117,21 @@ def test_build_materializes_passages_with_checks_and_readable_metadata(tmp_path)
     assert pl.read_parquet(snapshot.table_path(store, "passages", "priya-tomas").path).height == 44
 
 
+@pytest.mark.slow
 def test_hostile_conversation_id_builds_inside_the_store(tmp_path):
-    store = tmp_path / "store"
+    work = tmp_path / "work"
+    store = work / "store"
     path = write_jsonl(tmp_path / "x.jsonl", [message(conversation_id="../../outside")])
     registered = register_file(store, str(path))
-    (outcome,) = build_conversations(build_defs(store_root=str(store)), [registered[0].conversation_id])
+    (outcome,) = build_conversations(build_defs(tree(store)), [registered[0].conversation_id])
     assert outcome.success, outcome.error
-    assert not (tmp_path.parent / "outside.parquet").exists()
-    files = [p for p in store.rglob("*") if p.is_file()]
-    assert files and all(store.resolve() in p.resolve().parents for p in files)
+    # "../../outside" from <store>/<asset>/ would be work/outside.parquet: nothing lands anywhere but the store.
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and p != path]
+    assert written and all(store.resolve() in p.resolve().parents for p in written)
     assert snapshot.read_snapshot(store, "../../outside", ["passages"])["passages"][Passages.conversation_id][0] == "../../outside"
 
 
+@pytest.mark.slow
 def test_seem_build_conv26_writes_all_419_turns(locomo_dev, tmp_path):
     store = tmp_path / "store"
     out = subprocess.run(
@@ -143,6 +146,7 @@ def test_seem_build_conv26_writes_all_419_turns(locomo_dev, tmp_path):
     assert "conv-26: 419 passages (new)" in out.stdout
 
 
+@pytest.mark.slow
 def test_seem_demo_runs_on_the_bundled_sample(tmp_path):
     out = subprocess.run(
         [str(Path(sys.executable).parent / "seem"), "demo", "--store", str(tmp_path / "store")],
@@ -165,6 +169,7 @@ def test_seem_demo_runs_on_the_bundled_sample(tmp_path):
     assert "All gold turns found for 8 of 8 questions; 17 of 17 gold turns in the top 10" in out.stdout, out.stdout[-3000:]
 
 
+@pytest.mark.slow
 def test_checks_run_on_the_built_partition_only(tmp_path):
     # Regression: unpartitioned checks loaded every partition of the asset, failing on unbuilt ones.
     store = tmp_path / "store"
@@ -172,19 +177,37 @@ def test_checks_run_on_the_built_partition_only(tmp_path):
     register_file(store, str(path))
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions(conversations.name, ["alice", "bob"])
-    (outcome,) = build_conversations(build_defs(store_root=str(store)), ["alice"], instance=instance)
+    (outcome,) = build_conversations(build_defs(tree(store)), ["alice"], instance=instance)
     assert outcome.success, outcome.error
     assert not snapshot.table_path(store, "passages", "bob").exists()
 
 
-def test_every_retrieval_setting_is_a_memory_resource_field():
-    # The resource copies RetrievalConfig field by field: a new setting must reach run config too.
-    # use_graph and use_rpe switch the evaluation's ablations on and off; they are not settings.
-    changed = {}
-    for f in dataclasses.fields(RetrievalConfig):
-        if f.name in ("use_graph", "use_rpe"):
-            continue
-        value = f.default
-        changed[f.name] = (not value if isinstance(value, bool) else "session" if isinstance(value, str)
-                           else value + 1 if isinstance(value, int) else value + 0.25)
-    assert MemorySettings(**changed).retrieval_config() == RetrievalConfig(**changed)
+@pytest.mark.slow
+def test_seem_query_takes_any_setting_from_set_a_file_or_the_environment(tmp_path, capsys, monkeypatch):
+    import json
+
+    from seem_dagster.cli import main
+
+    store = tmp_path / "store"
+    register_file(store, str(SAMPLE), "jsonl")
+    (outcome,) = build_conversations(build_defs(tree(store)), ["priya-tomas"])
+    assert outcome.success, outcome.error
+    ask = ["query", "--store", str(store), "--conversation", "priya-tomas", "--json", "Who looked after Biscuit?"]
+
+    def passages(*extra):
+        assert main(ask + list(extra)) == 0
+        return json.loads(capsys.readouterr().out)["passages"]
+
+    default = passages()
+    assert len(default) == 10 and any("anchor" in p["reason"] for p in default)
+    plain = passages("--set", "retrieval.use_rpe=false")
+    assert not any("anchor" in p["reason"] for p in plain) and plain[0]["passage_id"] == default[0]["passage_id"]
+    config = tmp_path / "seem.yaml"
+    config.write_text("query:\n  k: 3\nretrieval:\n  use_rpe: false\n")
+    assert passages("--config", str(config)) == plain[:3]
+    monkeypatch.setenv("SEEM_QUERY_K", "4")
+    assert passages("--set", "retrieval.use_rpe=false") == plain[:4]
+    assert passages("--config", str(config), "--k", "5") == plain[:5]  # a flag wins over the environment and the file
+    assert main(ask + ["--set", "retrieval.use_rpe=maybe"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("seem: error: setting retrieval.use_rpe: Input should be a valid boolean")

@@ -15,7 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from seem_dagster.definitions import build_defs
+from seem_dagster.defs.assemble import build_defs
+
+pytestmark = pytest.mark.slow  # real servers or pipelines; `make check` skips them
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"

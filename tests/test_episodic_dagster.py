@@ -1,12 +1,15 @@
 """The episodic layer through real Dagster runs: checks, cache hits, incremental sessions."""
 
+import pytest
 from dagster import AssetKey, DagsterInstance
 
-from conftest import SAMPLE, SAMPLE_QUESTIONS
-from seem_dagster.definitions import build_defs
+from conftest import SAMPLE, SAMPLE_QUESTIONS, tree
+from seem_dagster.defs.assemble import build_defs
 from seem_dagster.defs.runner import build_conversations
 from seem_dagster.registry import register_file
 from seem_dagster.store import snapshot
+
+pytestmark = pytest.mark.slow  # builds memories through Dagster; `make check` skips them
 
 CID = "priya-tomas"
 ASSETS = ["passages", "event_frames", "facts", "episodes"]
@@ -14,7 +17,7 @@ ASSETS = ["passages", "event_frames", "facts", "episodes"]
 
 def _build(store, path, instance):
     register_file(store, str(path), "jsonl")
-    (outcome,) = build_conversations(build_defs(store_root=str(store)), [CID], instance=instance)
+    (outcome,) = build_conversations(build_defs(tree(store)), [CID], instance=instance)
     assert outcome.success, outcome.error
     return outcome
 
@@ -69,7 +72,10 @@ def test_a_rebuild_with_nothing_new_hits_every_cache(tmp_path):
     frames_meta, episodes_meta = _meta(instance, "event_frames"), _meta(instance, "episodes")
     assert (frames_meta["cache_hits"], frames_meta["extracted"]) == (44, 0)
     assert (episodes_meta["embedding_cache_hits"], episodes_meta["embedded"]) == (44, 0)
-    assert "sample_episode" in episodes_meta and 0 <= episodes_meta["fusion_rate"] < 1
+    episodes = snapshot.read_table(snapshot.table_path(store, "episodes", CID))
+    assert "sample_episode" in episodes_meta and 0 < episodes.height < 44
+    assert episodes_meta["fusion_rate"] == round(1 - episodes.height / 44, 3)  # of the memory, not of this run
+    assert episodes_meta["frames_fused_this_run"] == 0 and episodes_meta["fusion_mode"].startswith("incremental: 0 new frames")
     assert episodes_meta["fusion_config"]["threshold"] == 0.68
 
 
@@ -96,12 +102,47 @@ def test_query_job_turns_stored_questions_into_retrieved_context(tmp_path):
     store, instance = tmp_path / "store", DagsterInstance.ephemeral()
     _build(store, SAMPLE, instance)
     register_file(store, str(SAMPLE), "jsonl", questions=str(SAMPLE_QUESTIONS))
-    build_conversations(build_defs(store_root=str(store)), [CID], instance=instance)
-    (outcome,) = build_conversations(build_defs(store_root=str(store)), [CID], instance=instance, job_name="query_memory")
+    build_conversations(build_defs(tree(store)), [CID], instance=instance)
+    (outcome,) = build_conversations(build_defs(tree(store)), [CID], instance=instance, job_name="query_memory")
     assert outcome.success, outcome.error
     table = snapshot.read_table(snapshot.table_path(store, "retrieved_context", CID))
     Retrieved.validate(table)
     assert table["question_id"].n_unique() == 8
     assert table.filter(table["rank"] == 1)["reason"].str.len_chars().min() > 0
     meta = _meta(instance, "retrieved_context")
-    assert meta["questions"] == 8 and meta["latency_p50_ms"] > 0 and 0 <= meta["evidence_recall_at_10"] <= 1
+    # As `seem demo` shows, every gold turn of the sample's questions is in the top 10.
+    assert meta["questions"] == 8 and meta["latency_p50_ms"] > 0 and meta["evidence_recall_at_10"] == 1.0
+    assert table.group_by("question_id").len()["len"].to_list() == [10] * 8  # query.k passages per question
+
+
+def test_run_config_changes_a_setting_for_one_run_and_each_table_records_what_made_it(tmp_path):
+    store, instance = tmp_path / "store", DagsterInstance.ephemeral()
+    register_file(store, str(SAMPLE), "jsonl")
+    instance.add_dynamic_partitions("conversations", [CID])
+    job = build_defs(tree(store)).resolve_job_def("build_memory")
+    run_config = {"resources": {"seem": {"config": {"fusion": {"threshold": 0.99}}}}}
+    result = job.execute_in_process(instance=instance, partition_key=CID, run_config=run_config)
+    assert result.success
+    footers = {a: snapshot.read_footer(snapshot.table_path(store, a, CID)) for a in ("passages", "event_frames", "episodes")}
+    assert footers["episodes"]["stage"]["fusion"]["threshold"] == 0.99 and _meta(instance, "episodes")["fusion_config"]["threshold"] == 0.99
+    assert {f["build_id"] for f in footers.values()} == {result.run_id}
+    assert footers["episodes"]["upstream"] == {"event_frames": footers["event_frames"]["fingerprint"],
+                                               "passages": footers["passages"]["fingerprint"]}
+    assert footers["passages"]["stage"]["source"]["path"] == str(SAMPLE)
+    assert _meta(instance, "episodes")["made_from"] == footers["episodes"]["upstream"]
+
+
+def test_a_step_refuses_inputs_from_two_builds(tmp_path):
+    from seem_dagster.schemas import Facts
+
+    store, instance = tmp_path / "store", DagsterInstance.ephemeral()
+    _build(store, SAMPLE, instance)
+    # A rebuild that rewrote facts and died before the graph and the index: they still hold the old facts'.
+    facts_path = snapshot.table_path(store, "facts", CID)
+    old = snapshot.read_footer(facts_path)
+    snapshot.write_snapshot(facts_path, snapshot.read_table(facts_path).head(3), asset="facts", conversation_id=CID,
+                            build_id="died-half-way", upstream=old["upstream"], stage=old["stage"])
+    (outcome,) = build_conversations(build_defs(tree(store)), [CID], instance=instance, job_name="query_memory")
+    assert not outcome.success
+    assert "tables come from different builds" in outcome.error and "another facts than the stored one (build died-hal)" in outcome.error
+    assert snapshot.read_table(facts_path).height == 3 and Facts.fact_id in snapshot.read_table(facts_path).columns

@@ -9,9 +9,10 @@ import pytest
 
 from conftest import SAMPLE
 from seem_dagster import backends
+from seem_dagster.config import FusionConfig
 from seem_dagster.episodic import frame_items, fuse_frames
 from seem_dagster.extraction.interface import inputs_from_passages, to_tables
-from seem_dagster.fusion import FrameItem, FusionConfig, fuse
+from seem_dagster.fusion import FrameItem, fuse
 from seem_dagster.ingest import load_input
 from seem_dagster.schemas import Episodes, EventFrames, Passages
 
@@ -82,7 +83,7 @@ def test_incremental_session_gives_the_same_episodes_as_a_full_rebuild(sample_fr
     early_ids = set(passages.filter(pl.col(Passages.session_index) < last_session)[Passages.passage_id])
     early = [i for i in items if i.passage_id in early_ids]
     before = fuse_frames(early, cfg)
-    incremental = fuse_frames(items, cfg, before.episodes, cfg.as_metadata(), before.digests)
+    incremental = fuse_frames(items, cfg, before.episodes, before.digests)
     assert incremental.mode == "incremental" and full.mode == "full"
     assert incremental.episodes.equals(full.episodes)
     Episodes.validate(full.episodes)
@@ -96,9 +97,7 @@ def test_incremental_falls_back_to_full_when_history_changes(sample_frames):
     cfg = FusionConfig()
     items = frame_items(frames, passages, vectors)
     full = fuse_frames(items, cfg)
-    assert fuse_frames(items[1:], cfg, full.episodes, cfg.as_metadata()).reason == "frames of previous episodes changed or were removed"
-    other = FusionConfig(threshold=0.9)
-    assert fuse_frames(items, other, full.episodes, cfg.as_metadata()).reason == "fusion config changed"
+    assert fuse_frames(items[1:], cfg, full.episodes).reason == "frames of previous episodes changed or were removed"
 
 
 def test_saved_episodes_are_not_reused_when_their_frames_read_differently_now(sample_frames):
@@ -107,9 +106,9 @@ def test_saved_episodes_are_not_reused_when_their_frames_read_differently_now(sa
     cfg = FusionConfig()
     items = frame_items(frames, passages, vectors)
     before = fuse_frames(items, cfg)
-    assert fuse_frames(items, cfg, before.episodes, cfg.as_metadata(), before.digests).mode == "incremental"
+    assert fuse_frames(items, cfg, before.episodes, before.digests).mode == "incremental"
     rewritten = [replace(items[0], summary=items[0].summary + " (rewritten)")] + items[1:]
-    again = fuse_frames(rewritten, cfg, before.episodes, cfg.as_metadata(), before.digests)
+    again = fuse_frames(rewritten, cfg, before.episodes, before.digests)
     assert again.mode == "full" and "other summaries or events" in again.reason
     # Episodes saved before digests were kept are fused again once, then reused.
-    assert fuse_frames(items, cfg, before.episodes, cfg.as_metadata(), {}).mode == "full"
+    assert fuse_frames(items, cfg, before.episodes, {}).mode == "full"

@@ -3,7 +3,6 @@
 import json
 import subprocess
 import sys
-from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -11,12 +10,19 @@ import numpy as np
 import polars as pl
 import pytest
 
+from seem_dagster.config import RetrievalConfig, SynonymConfig
 from seem_dagster.graph.build import graph_edges
-from seem_dagster.graph.entities import SynonymConfig, entities_from_facts, entity_id, is_proper_name, normalise, synonym_edges
-from seem_dagster.retrieval.index import ENTITY, FACT, PASSAGE, MemoryIndex
-from seem_dagster.retrieval.search import RetrievalConfig, reset_vector, retrieve, score_facts, seeds_from
+from seem_dagster.graph.entities import entities_from_facts, entity_id, is_proper_name, normalise, synonym_edges
+from seem_dagster.retrieval.index import FACT, PASSAGE, MemoryIndex
+from seem_dagster.retrieval.search import reset_vector, retrieve, score_facts, seeds_from
 from seem_dagster.schemas import (
-    Entities, Episodes, Facts, GraphEdges, Passages, embeddings_frame, table,
+    Entities,
+    Episodes,
+    Facts,
+    GraphEdges,
+    Passages,
+    embeddings_frame,
+    table,
 )
 
 DIM = 4
@@ -59,7 +65,6 @@ def index(fact_rows, fact_vecs, n_passages, passage_vecs, groups=None):
     vectors = pl.concat([
         embeddings_frame(PASSAGE, p["passage_id"].to_list(), np.stack(passage_vecs), "hand", DIM),
         embeddings_frame(FACT, f["fact_id"].to_list(), np.stack(fact_vecs), "hand", DIM),
-        embeddings_frame(ENTITY, ents[Entities.entity_id].to_list(), np.stack([unit(1)] * ents.height), "hand", DIM),
     ])
     return MemoryIndex.from_tables(p, f, ents, episodes(groups or [[f"p{i}"] for i in range(n_passages)]), graph_edges(f, []), vectors)
 
@@ -247,7 +252,7 @@ def test_rpe_brings_the_turns_that_share_a_rare_proper_name_with_the_anchor():
     assert [r.passage_id for r in ranked[:4]] == ["p0", "p1", "p4", "p5"]  # neighbour, the Ines turn, its reply
     assert ranked[2].reason == "names Ines, as anchor D1:0 does"
     assert ranked[3].reason == "answers D2:4, which names Ines as anchor D1:0 does"
-    off = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), replace(cfg, rpe_name_turns=0)).ranked
+    off = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), cfg.replace(rpe_name_turns=0)).ranked
     assert "p4" not in [r.passage_id for r in off[:3]]
     adoption = retrieve(idx, unit(0, 0, 1), np.zeros((0, DIM), np.float32), cfg).ranked
     assert adoption[0].passage_id == "p2" and not any(r.reason.startswith(("names", "answers")) for r in adoption)
@@ -278,5 +283,17 @@ def test_seem_query_json_contract_on_a_built_locomo_conversation(locomo_dev, tmp
         assert {"passage_id", "source_ref", "text", "timestamp", "score", "reason"} <= set(item)
         assert item["reason"]
     assert payload["date"].startswith("2023-08-01")
+    # Any setting from the command line: without RPE no passage is there as an anchor's expansion.
+    assert any("anchor" in item["reason"] for item in payload["passages"])
+    plain = subprocess.run([seem, "query", "--store", store, "--conversation", "conv-30", "--k", "5", "--json",
+                            "--set", "retrieval.use_rpe=false", "--date", "2023-08-01", "When did Jon lose his job as a banker?"],
+                           capture_output=True, text=True, timeout=600)
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    plain_passages = json.loads(plain.stdout)["passages"]
+    assert len(plain_passages) == 5 and not any("anchor" in item["reason"] for item in plain_passages)
+    assert plain_passages[0]["passage_id"] == payload["passages"][0]["passage_id"]  # RPE only adds after its anchor
+    bad = subprocess.run([seem, "query", "--store", store, "--conversation", "conv-30", "--set", "retrieval.use_rpe=maybe", "hi"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "retrieval.use_rpe" in bad.stderr
     missing = subprocess.run([seem, "query", "--store", store, "--conversation", "nope", "hello"], capture_output=True, text=True)
     assert missing.returncode == 1 and "no snapshot" in missing.stderr and len(missing.stderr.strip().splitlines()) == 1

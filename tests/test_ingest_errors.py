@@ -121,6 +121,7 @@ def test_bad_longmemeval_question_date(longmemeval_dev, tmp_path, capsys):
     assert "question 0 (gpt4_4edbafa2): field 'question_date': unparseable date '2023-07-01'" in err
 
 
+@pytest.mark.slow
 def test_a_bad_rebuild_leaves_the_previous_snapshot_untouched(tmp_path, capsys):
     store = tmp_path / "store"
     good = write_jsonl(tmp_path / "chat.jsonl", [message(), message(text="We named her Miso.")])

@@ -4,7 +4,8 @@ import polars as pl
 import pytest
 
 from conftest import SAMPLE, SAMPLE_QUESTIONS, message, write_jsonl
-from seem_dagster.ingest import IngestOptions, load_input
+from seem_dagster.config import IngestConfig
+from seem_dagster.ingest import load_input
 from seem_dagster.ingest.longmemeval import session_of
 from seem_dagster.schemas import Passages, Questions
 
@@ -44,7 +45,7 @@ def test_all_locomo_dev_conversations_validate(locomo_dev):
 
 
 def test_longmemeval_one_memory_per_question_without_leaking_session_ids(longmemeval_dev):
-    convs = load_input(longmemeval_dev, options=IngestOptions(allow_empty_turns=True))
+    convs = load_input(longmemeval_dev, options=IngestConfig(allow_empty_turns=True))
     assert len(convs) == 42
     conv = convs[0]
     p, q = conv.passages, conv.questions
@@ -62,12 +63,12 @@ def test_longmemeval_one_memory_per_question_without_leaking_session_ids(longmem
 
 
 def test_longmemeval_empty_turn_is_reported_not_silently_dropped(longmemeval_dev):
-    convs = load_input(longmemeval_dev, options=IngestOptions(allow_empty_turns=True), conversations=["gpt4_4edbafa2"])
+    convs = load_input(longmemeval_dev, options=IngestConfig(allow_empty_turns=True), conversations=["gpt4_4edbafa2"])
     assert convs[0].skipped == ["question 0 (gpt4_4edbafa2), session 26, turn 16 (sharegpt_XRsEKS0_0:16): empty text"]
 
 
 def test_longmemeval_verbatim_repeated_session_keeps_both_copies(longmemeval_dev):
-    (conv,) = load_input(longmemeval_dev, options=IngestOptions(allow_empty_turns=True), conversations=["1e043500"])
+    (conv,) = load_input(longmemeval_dev, options=IngestConfig(allow_empty_turns=True), conversations=["1e043500"])
     refs = conv.passages[Passages.source_ref]
     assert refs.str.starts_with("d5d1f9c4:").sum() == refs.str.starts_with("d5d1f9c4#2:").sum() > 0
     assert session_of("d5d1f9c4#2:3") == "d5d1f9c4"
@@ -110,12 +111,12 @@ def test_only_speaker_keeps_that_speakers_turns_and_counts_the_rest():
     from seem_dagster.ingest import InputError
 
     (everyone,) = load_input(SAMPLE)
-    (priya,) = load_input(SAMPLE, options=IngestOptions(speakers=("Priya",)))
+    (priya,) = load_input(SAMPLE, options=IngestConfig(only_speakers=("Priya",)))
     assert set(priya.passages["speaker"].to_list()) == {"Priya"}
     assert priya.excluded == everyone.passages.height - priya.passages.height > 0
     # Kept turns keep their ids and turn indexes: the gaps show where the other speaker spoke.
     kept = everyone.passages.filter(everyone.passages["speaker"] == "Priya")
     assert priya.passages["passage_id"].to_list() == kept["passage_id"].to_list()
     with pytest.raises(InputError) as err:
-        load_input(SAMPLE, options=IngestOptions(speakers=("Nobody",)))
+        load_input(SAMPLE, options=IngestConfig(only_speakers=("Nobody",)))
     assert "sample_conversation.jsonl" in str(err.value) and "speaker" in str(err.value)

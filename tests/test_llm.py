@@ -11,17 +11,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import polars as pl
 import pytest
 
+from conftest import tree
 from seem_dagster import backends
-from seem_dagster.extraction.build import extract_with_llm
+from seem_dagster.config import LlmConfig
 from seem_dagster.extraction.interface import PassageInput
 from seem_dagster.llm.client import LlmClient
 from seem_dagster.llm.extract import as_iso_time, extract_passages, extraction_from
 from seem_dagster.llm.http import OpenAICompatibleEngine
 from seem_dagster.llm.parse import parse_reply
 from seem_dagster.llm.prompts import answer, fusion_judge, fusion_merge, judge, passage, query_facts
-from seem_dagster.llm.settings import LlmSettings
 from seem_dagster.llm.vllm_batch import VllmEngine
-from seem_dagster.schemas import LlmCalls, Passages, table
+from seem_dagster.pipeline.extract import extract_conversations
+from seem_dagster.schemas import EventFrames, LlmCalls, Passages, table
 from tests.stand_in_vllm import data_of, stand_in_api
 
 T = datetime(2024, 3, 2, 19, 5)
@@ -49,7 +50,7 @@ def script(convo):
 
 def vllm_engine(fn=script):
     api, made = stand_in_api(fn)
-    return VllmEngine(LlmSettings(backend="vllm", model="Qwen/Qwen2.5-7B-Instruct"), api=api), made
+    return VllmEngine(LlmConfig(backend="vllm", model="Qwen/Qwen2.5-7B-Instruct"), api=api), made
 
 
 def test_every_prompt_has_a_version_and_a_schema_its_example_satisfies():
@@ -106,15 +107,15 @@ def test_a_rebuild_with_the_same_settings_makes_zero_calls_and_a_new_turn_pays_o
     conv = lambda ts: table(Passages, [  # noqa: E731
         {"passage_id": f"p_{i:016x}", "conversation_id": "c", "session_id": "s1", "session_index": 0, "turn_index": i,
          "speaker": "Priya" if i % 2 == 0 else "Tomas", "text": t, "timestamp": T, "source_ref": f"s1-{i}"} for i, t in enumerate(ts)])
-    settings = engine.settings
-    first = extract_with_llm(tmp_path, {"c": conv(texts)}, settings, backends.extractor(), engine=engine)["c"]
+    config = tree(tmp_path, {"llm.backend": "vllm", "llm.model": engine.model}).config
+    first = extract_conversations(tmp_path, {"c": conv(texts)}, config, engine=engine)["c"]
     assert first.calls[LlmCalls.calls].to_list() == [1, 2] and first.extracted == 2
-    again = extract_with_llm(tmp_path, {"c": conv(texts)}, settings, backends.extractor(), engine=engine)["c"]
+    again = extract_conversations(tmp_path, {"c": conv(texts)}, config, engine=engine)["c"]
     assert again.calls[LlmCalls.calls].sum() == 0 and again.calls[LlmCalls.cached].all()
     assert again.calls[LlmCalls.status].to_list() == ["ok", "failed"]  # the failure is reported again, not retried
     assert again.frames.equals(first.frames) and again.facts.equals(first.facts)
     assert again.frames[1, "extractor"].startswith("embedded-spacy (fallback")
-    grown = extract_with_llm(tmp_path, {"c": conv(texts + ["And I ran 10k."])}, settings, backends.extractor(), engine=engine)["c"]
+    grown = extract_conversations(tmp_path, {"c": conv(texts + ["And I ran 10k."])}, config, engine=engine)["c"]
     assert grown.calls[LlmCalls.calls].to_list() == [0, 0, 1]
     assert len(made[0].calls[-1][0]) == 1  # the last engine call carried only the new turn
 
@@ -154,7 +155,7 @@ def scripted_server():
 def test_http_engine_retries_429_and_5xx_with_backoff_and_never_shows_the_key(scripted_server, monkeypatch):
     monkeypatch.setenv("SEEM_TEST_KEY", "sk-secret-123")
     ScriptedServer.script = [(429, "slow down", {"Retry-After": "0"}), (503, "busy", {}), (200, GOOD, {})]
-    settings = LlmSettings(backend="openai", model="m", base_url=scripted_server, api_key_env="SEEM_TEST_KEY",
+    settings = LlmConfig(backend="openai", model="m", base_url=scripted_server, api_key_env="SEEM_TEST_KEY",
                            response_format="json_object", backoff_s=0.01, max_retries=3)
     engine = OpenAICompatibleEngine(settings)
     run = LlmClient(engine).run(passage.PROMPT, [("p1", {"turn": "hello"})])
@@ -167,7 +168,7 @@ def test_http_engine_retries_429_and_5xx_with_backoff_and_never_shows_the_key(sc
     assert "sk-secret" not in repr(engine) and "sk-secret" not in json.dumps(settings.describe())
     # json_schema mode (OpenAI, vllm serve) and a 400 that is not retried
     ScriptedServer.script = [(400, "bad request", {})]
-    strict = OpenAICompatibleEngine(LlmSettings(backend="openai", model="m", base_url=scripted_server, backoff_s=0.01))
+    strict = OpenAICompatibleEngine(LlmConfig(backend="openai", model="m", base_url=scripted_server, backoff_s=0.01))
     bad = LlmClient(strict).run(judge.PROMPT, [("q", {"x": 1})])
     assert bad.records[0].status == "unanswered" and bad.records[0].error.startswith("HTTP 400")
     assert ScriptedServer.seen[-1][2]["response_format"]["type"] == "json_schema"
@@ -175,7 +176,7 @@ def test_http_engine_retries_429_and_5xx_with_backoff_and_never_shows_the_key(sc
     assert bad.new_entries == {}  # no answer is not cached: the next build asks again
     # 5xx until the retries run out
     ScriptedServer.script = [(500, "down", {})] * 3
-    gone = LlmClient(OpenAICompatibleEngine(LlmSettings(backend="openai", model="m", base_url=scripted_server, backoff_s=0.01, max_retries=2))).run(
+    gone = LlmClient(OpenAICompatibleEngine(LlmConfig(backend="openai", model="m", base_url=scripted_server, backoff_s=0.01, max_retries=2))).run(
         judge.PROMPT, [("q", {"x": 2})])
     assert gone.records[0].status == "unanswered" and "after 3 attempts" in gone.records[0].error
 
@@ -183,18 +184,18 @@ def test_http_engine_retries_429_and_5xx_with_backoff_and_never_shows_the_key(sc
 def test_unreachable_server_stops_with_the_reason():
     from seem_dagster.llm.engine import EngineError
 
-    engine = OpenAICompatibleEngine(LlmSettings(backend="openai", model="m", base_url="http://127.0.0.1:9/v1", backoff_s=0.01, max_retries=1))
+    engine = OpenAICompatibleEngine(LlmConfig(backend="openai", model="m", base_url="http://127.0.0.1:9/v1", backoff_s=0.01, max_retries=1))
     with pytest.raises(EngineError, match="no reply from http://127.0.0.1:9/v1/chat/completions"):
         LlmClient(engine).run(judge.PROMPT, [("q", {"x": 1})])
 
 
 def test_settings_name_what_is_missing():
     with pytest.raises(ValueError, match="needs a base URL"):
-        LlmSettings(backend="openai", model="m")
+        LlmConfig(backend="openai", model="m")
     with pytest.raises(ValueError, match="needs a model"):
-        LlmSettings(backend="vllm")
+        LlmConfig(backend="vllm")
     with pytest.raises(ValueError, match="response_format"):
-        LlmSettings(backend="openai", model="m", base_url="http://x", response_format="guided_json")
+        LlmConfig(backend="openai", model="m", base_url="http://x", response_format="guided_json")
 
 
 def test_extraction_from_drops_incomplete_facts_and_keeps_the_passage():
@@ -202,13 +203,14 @@ def test_extraction_from_drops_incomplete_facts_and_keeps_the_passage():
     assert result.summary == "Priya: I signed up." and len(result.facts) == 1
 
 
+@pytest.mark.slow
 def test_a_partition_range_is_extracted_in_one_step_as_one_batch(tmp_path):
     """BackfillPolicy.single_run: a backfill of many conversations reaches extract_frames as one step
     (so vLLM gets one batch); each conversation's tables still land in its own snapshot."""
     from dagster import AssetKey, DagsterInstance, materialize
     from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG
 
-    from seem_dagster.definitions import build_defs
+    from seem_dagster.defs.assemble import build_defs
     from seem_dagster.defs.assets.episodic import extract_frames
     from seem_dagster.defs.assets.ingest import ingest_conversation
     from seem_dagster.defs.runner import build_conversations
@@ -221,7 +223,7 @@ def test_a_partition_range_is_extracted_in_one_step_as_one_batch(tmp_path):
     chat.write_text("".join(json.dumps(r) + "\n" for r in rows))
     store = str(tmp_path / "store")
     register_file(store, str(chat), "jsonl")
-    defs = build_defs(store_root=store)
+    defs = build_defs(tree(store))
     instance = DagsterInstance.ephemeral()
     assert all(o.success for o in build_conversations(defs, ["alpha", "beta"], instance=instance))
     single = {cid: read_table(table_path(store, "event_frames", cid)) for cid in ("alpha", "beta")}
@@ -245,17 +247,11 @@ def test_a_partition_range_is_extracted_in_one_step_as_one_batch(tmp_path):
 
 
 def test_llm_fusion_judges_every_candidate_pair_in_one_batch_and_merges_multi_frame_episodes(tmp_path):
-    import numpy as np
-
-    from seem_dagster.fusion import FrameItem, FusionConfig
-    from seem_dagster.llm.fusion_step import fuse_frames_with_llm
+    from seem_dagster.pipeline.episodes import build_episodes
+    from seem_dagster.store.cache import ConversationCache
 
     summaries = ["Priya signed up for the marathon.", "Tomas adopted a beagle.", "Priya ran her marathon in 2h09.",
                  "Tomas's beagle chewed a slipper.", "Priya's marathon training paused."]
-    vec = lambda *x: np.array(x, dtype=np.float32) / np.linalg.norm(x)  # noqa: E731
-    vectors = [vec(1, 0.1), vec(0.6, 1), vec(1, 0.2), vec(0.5, 1), vec(1, 0.3)]
-    items = [FrameItem(f"f_{i:016x}", f"p_{i:016x}", "c", datetime(2024, 3, 1 + i), 0, i, s, (), v)
-             for i, (s, v) in enumerate(zip(summaries, vectors))]
 
     def fusion_script(convo):
         data = data_of(convo)
@@ -268,19 +264,28 @@ def test_llm_fusion_judges_every_candidate_pair_in_one_batch_and_merges_multi_fr
         return json.dumps({"same_event": same, "reason": "shared storyline" if same else "different things"})
 
     engine, made = vllm_engine(fusion_script)
-    config = FusionConfig(candidates=2, min_similarity=0.0, threshold=0.999)
-    fused = fuse_frames_with_llm(tmp_path, "c", items, config, engine.settings, engine=engine)
+    config = tree(tmp_path, {"llm.backend": "vllm", "llm.model": engine.model, "fusion.candidates": 2,
+                             "fusion.min_similarity": 0.0, "fusion.threshold": 0.999}).config
+    frames = table(EventFrames, [{"frame_id": f"f_{i:016x}", "passage_id": f"p_{i:016x}", "conversation_id": "c",
+                                  "timestamp": datetime(2024, 3, 1 + i), "summary": s, "events": [], "extractor": "hand"}
+                                 for i, s in enumerate(summaries)])
+    passages = table(Passages, [{"passage_id": f"p_{i:016x}", "conversation_id": "c", "session_id": f"s{i}", "session_index": i,
+                                 "turn_index": 0, "speaker": "Priya", "text": s, "timestamp": datetime(2024, 3, 1 + i),
+                                 "source_ref": f"s{i}-0"} for i, s in enumerate(summaries)])
+    cache = ConversationCache(tmp_path, "c")  # the real MiniLM embeds the summaries; the judge is scripted
+    fused = build_episodes(cache, frames, passages, config, engine=engine)
     judge_batches = [c for c in made[0].calls if c[1][0].structured_outputs.json == fusion_judge.SCHEMA]
-    assert len(judge_batches[0][0]) == fused.result.judged_pairs == 7  # frames 1..4: 1 + 2 + 2 + 2 candidates
+    assert len(judge_batches[0][0]) == 7  # frames 1..4: 1 + 2 + 2 + 2 candidates
+    assert fused.mode.startswith("llm judge: 7 frame pairs judged")
     groups = sorted(fused.table["passage_ids"].to_list())
     assert groups == [["p_0000000000000000", "p_0000000000000002"], ["p_0000000000000001", "p_0000000000000003"], ["p_0000000000000004"]]
-    assert fused.result.rule_fallbacks == 2 and fused.result.stats.fused == 2
+    assert "2 decided by the rule after a failed call" in fused.mode and fused.stats.fused == 2
     merged = fused.table.filter(pl.col("passage_ids").list.len() > 1)["summary"].to_list()
     assert merged == ["Priya's marathon, from sign-up to finish."] * 2
-    calls = fused.calls()
+    calls = fused.llm_calls
     assert set(calls["prompt"]) == {"fusion_judge", "fusion_merge"} and calls.filter(pl.col("status") == "failed").height == 2
     before = len(made[0].calls)
-    again = fuse_frames_with_llm(tmp_path, "c", items, config, engine.settings, engine=engine)
+    again = build_episodes(cache, frames, passages, config, engine=engine)
     assert len(made[0].calls) == before and again.table.equals(fused.table)  # cached: zero calls
 
 
@@ -314,6 +319,7 @@ class SchemaScriptedServer(BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 def test_seem_eval_with_a_model_builds_answers_and_judges_then_reuses_everything(tmp_path):
     from dagster import AssetKey
 
@@ -347,13 +353,12 @@ def test_seem_eval_with_a_model_builds_answers_and_judges_then_reuses_everything
         # The query job answers the stored questions with the same resource.
         from dagster import DagsterInstance
 
-        from seem_dagster.definitions import build_defs
-        from seem_dagster.defs.resources import LlmResource
+        from seem_dagster.defs.assemble import build_defs
         from seem_dagster.defs.runner import build_conversations
 
         store = str(out / "store")
         cid = pl.read_parquet(next((out / "store" / "passages").glob("*.parquet")))["conversation_id"][0]
-        defs = build_defs(store_root=store, llm=LlmResource(backend="openai", base_url=url, model="scripted"))
+        defs = build_defs(tree(store, {"llm.backend": "openai", "llm.base_url": url, "llm.model": "scripted"}))
         instance = DagsterInstance.ephemeral()
         (outcome,) = build_conversations(defs, [cid], instance=instance, job_name="query_memory")
         assert outcome.success, outcome.error

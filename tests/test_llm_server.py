@@ -22,9 +22,10 @@ import polars as pl
 import pytest
 
 from seem_dagster.llm.parse import parse_reply
-from seem_dagster.llm.prompts import passage
 from seem_dagster.schemas import EventFrames, LlmCalls
 from seem_dagster.store.snapshot import read_table, table_path
+
+pytestmark = pytest.mark.slow  # real servers or pipelines; `make check` skips them
 
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 TURNS = [
@@ -123,15 +124,23 @@ def test_build_and_query_through_a_real_openai_compatible_server(llama_server, t
     print(f"query: answer={out['answer']!r} calls={out['llm_calls']}")
 
 
-def test_a_valid_reply_from_the_real_model_satisfies_the_passage_schema(llama_server, tmp_path):
-    """Constrained decoding on llama.cpp's server (json_object with the schema) yields JSON of the schema's shape."""
-    from seem_dagster.llm.prompts import passage as p
+def test_constrained_decoding_on_the_real_server_closes_json_that_passes_the_schema(llama_server):
+    """llama.cpp's server with json_object + schema: a reply the model finishes within the prompt's own
+    token cap is JSON of the schema. The short-reply prompts are used: this 135M model runs the passage
+    prompt to any cap (measured at 768 and 1024 tokens) without closing the JSON."""
+    from seem_dagster.llm.prompts import fusion_judge, query_facts
 
-    request = p.PROMPT.request("openai", "smollm2", p.payload("Priya", "I ran 10k on Saturday.", "2024-04-08", None, None, ["Priya", "Tomas"]), 200)
-    body = {"model": "smollm2", "messages": list(request.messages), "temperature": 0, "max_tokens": 200,
-            "response_format": {"type": "json_object", "schema": request.schema}}
-    reply = httpx.post(f"{llama_server}/chat/completions", json=body, timeout=300).json()
-    text = reply["choices"][0]["message"]["content"]
-    value, reason = parse_reply(text, passage.SCHEMA)
-    # Cut at max_tokens the JSON can be unfinished; whatever is complete has the schema's shape.
-    assert value is not None or reason.startswith("not valid JSON"), reason
+    cases = [
+        (query_facts.PROMPT, query_facts.payload("When did Priya sign up for the half marathon?", "2024-11-01")),
+        (fusion_judge.PROMPT, fusion_judge.payload("Priya signed up for the marathon.", [("2024-03-01", "Priya signed up for the marathon.")],
+                                                   "Priya ran her marathon.", "2024-04-01")),
+    ]
+    for prompt, payload in cases:
+        request = prompt.request("openai", "smollm2", payload)
+        body = {"model": "smollm2", "messages": list(request.messages), "temperature": 0, "max_tokens": request.max_tokens,
+                "response_format": {"type": "json_object", "schema": request.schema}}
+        reply = httpx.post(f"{llama_server}/chat/completions", json=body, timeout=300).json()
+        choice = reply["choices"][0]
+        assert choice["finish_reason"] == "stop", (prompt.name, reply["usage"])  # finished, not cut at the cap
+        value, reason = parse_reply(choice["message"]["content"], request.schema)
+        assert value is not None, (prompt.name, reason)

@@ -6,6 +6,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+pytestmark = pytest.mark.slow  # real servers or pipelines; `make check` skips them
+
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
 

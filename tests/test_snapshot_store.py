@@ -41,27 +41,59 @@ def test_unusable_ids_are_rejected(bad):
         file_stem(bad)
 
 
-def test_footer_round_trip_and_consistency_check(tmp_path):
-    frame = pl.DataFrame({"passage_id": ["p_1"]})
-    snapshot.write_table(snapshot.table_path(tmp_path, "passages", "c"), frame, snapshot.footer("passages", "c", "fp1"))
-    snapshot.write_table(snapshot.table_path(tmp_path, "questions", "c"), frame, snapshot.footer("questions", "c", "fp1"))
-    tables = snapshot.read_snapshot(tmp_path, "c", ["passages", "questions"])
-    assert tables["passages"].equals(frame)
-    # A half-finished rebuild: passages already new, questions still old.
-    snapshot.write_table(snapshot.table_path(tmp_path, "passages", "c"), frame, snapshot.footer("passages", "c", "fp2"))
-    with pytest.raises(snapshot.InconsistentSnapshot, match="different builds"):
-        snapshot.read_snapshot(tmp_path, "c", ["passages", "questions"])
+def _write(root, asset, frame, upstream=(), build="run-1"):
+    """A snapshot as the IO manager writes it: made from the stored ``upstream`` tables."""
+    made_from = {u: snapshot.read_footer(snapshot.table_path(root, u, "c"))["fingerprint"] for u in upstream}
+    return snapshot.write_snapshot(snapshot.table_path(root, asset, "c"), frame, asset=asset, conversation_id="c",
+                                   build_id=build, upstream=made_from, stage={})
+
+
+def test_build_records_round_trip_and_a_consistent_memory_reads(tmp_path):
+    passages = pl.DataFrame({"passage_id": ["p_1"]})
+    written = _write(tmp_path, "passages", passages)
+    _write(tmp_path, "facts", pl.DataFrame({"fact_id": ["t_1"]}), ["passages"])
+    assert snapshot.read_footer(snapshot.table_path(tmp_path, "passages", "c")) == written
+    assert written["fingerprint"] == snapshot.content_fingerprint(passages.to_arrow())
+    tables = snapshot.read_snapshot(tmp_path, "c", ["passages", "facts"])
+    assert tables["passages"].equals(passages)
     with pytest.raises(snapshot.SnapshotError, match="no snapshot of episodes"):
         snapshot.read_snapshot(tmp_path, "c", ["passages", "episodes"])
+
+
+def test_tables_of_two_builds_are_refused_with_the_tables_and_builds_named(tmp_path):
+    # Build 1: passages -> facts -> retrieval_index. Build 2 re-extracts facts (an extractor upgrade)
+    # and stops before the index: the index was made from build 1's facts.
+    _write(tmp_path, "passages", pl.DataFrame({"passage_id": ["p_1"]}), build="aaaaaaaa-1")
+    _write(tmp_path, "facts", pl.DataFrame({"fact_id": ["t_old"]}), ["passages"], build="aaaaaaaa-1")
+    _write(tmp_path, "retrieval_index", pl.DataFrame({"item_id": ["t_old"]}), ["passages", "facts"], build="aaaaaaaa-1")
+    _write(tmp_path, "facts", pl.DataFrame({"fact_id": ["t_new"]}), ["passages"], build="bbbbbbbb-2")
+    with pytest.raises(snapshot.InconsistentSnapshot) as err:
+        snapshot.read_snapshot(tmp_path, "c", ["passages", "facts", "retrieval_index"])
+    assert str(err.value) == (
+        "conversation 'c': tables come from different builds: retrieval_index (build aaaaaaaa) was made from another "
+        "facts than the stored one (build bbbbbbbb). A build is running or failed half-way: retry after it finishes, or rebuild"
+    )
+    # Not asked for, still checked: the index agrees with passages, but was made from other facts.
+    with pytest.raises(snapshot.InconsistentSnapshot, match="retrieval_index .* another facts"):
+        snapshot.read_snapshot(tmp_path, "c", ["passages", "retrieval_index"])
+    # Rebuilding the index from the new facts makes the memory readable again.
+    _write(tmp_path, "retrieval_index", pl.DataFrame({"item_id": ["t_new"]}), ["passages", "facts"], build="bbbbbbbb-2")
+    assert snapshot.read_snapshot(tmp_path, "c", ["passages", "facts", "retrieval_index"])["retrieval_index"]["item_id"][0] == "t_new"
+
+
+def test_tables_without_a_build_record_are_refused(tmp_path):
+    snapshot.write_table(snapshot.table_path(tmp_path, "passages", "c"), pl.DataFrame({"x": [1]}), {"asset": "passages"})
+    with pytest.raises(snapshot.InconsistentSnapshot, match="passages carry no build record"):
+        snapshot.read_snapshot(tmp_path, "c", ["passages"])
 
 
 def test_fsspec_url_store_round_trip():
     root = UPath("memory://seem-test-store")
     path = snapshot.table_path(root, "passages", "../c")
     frame = pl.DataFrame({"a": [1, 2, 3]})
-    snapshot.write_table(path, frame, snapshot.footer("passages", "../c", "fp"))
+    record = snapshot.write_snapshot(path, frame, asset="passages", conversation_id="../c", build_id="r", upstream={}, stage={})
     assert snapshot.read_table(path).equals(frame)
-    assert snapshot.read_footer(path)["passages_fingerprint"] == "fp"
+    assert snapshot.read_footer(path) == record
     assert [p.name for p in (root / "passages").iterdir()] == [path.name]
 
 
@@ -135,4 +167,7 @@ def test_io_manager_writes_and_loads_partitions_through_dagster(tmp_path):
     assert written == [f"downstream/{stem}.parquet", f"passages/{stem}.parquet"]
     tables = snapshot.read_snapshot(tmp_path, "../x", ["passages", "downstream"])
     assert tables["downstream"]["n"].to_list() == [2, 2]
-    assert snapshot.read_footer(snapshot.table_path(tmp_path, "downstream", "../x"))["conversation_id"] == "../x"
+    passages_record = snapshot.read_footer(snapshot.table_path(tmp_path, "passages", "../x"))
+    record = snapshot.read_footer(snapshot.table_path(tmp_path, "downstream", "../x"))
+    assert record["conversation_id"] == "../x" and record["build_id"] == result.run_id
+    assert record["upstream"] == {"passages": passages_record["fingerprint"]}  # what the step loaded

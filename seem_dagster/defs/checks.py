@@ -9,11 +9,11 @@ from dagster import AssetCheckResult, AssetCheckSeverity, AssetIn, MetadataValue
 
 from seem_dagster.defs.metadata import markdown_table
 from seem_dagster.defs.partitions import conversations
+from seem_dagster.schemas import Entities, Episodes, EventFrames, Facts, GraphEdges, LlmCalls, Passages, Questions
+
 # Checks must be partitioned like their assets (unpartitioned ones load every partition); Dagster
 # 1.13 marks that as preview. We rely on it knowingly, so the warning is not repeated on every load.
 warnings.filterwarnings("ignore", category=PreviewWarning, message="Specifying a partitions_def on an AssetCheckSpec")
-
-from seem_dagster.schemas import Entities, Episodes, EventFrames, Facts, GraphEdges, LlmCalls, Passages, Questions
 
 
 def schema_result(model, frame: pl.DataFrame) -> AssetCheckResult:

@@ -31,7 +31,7 @@ def _failure_message(result) -> str:
     for event in result.all_events:
         if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
             err = event.step_failure_data.error
-            while err.cause is not None and "Error occurred while executing" in err.message:
+            while err.cause is not None and "Error occurred while" in err.message:  # Dagster's wrappers
                 err = err.cause
             return f"{event.step_key}: {err.message.strip().splitlines()[-1] if err.message.strip() else err.cls_name}"
     for event in result.all_events:

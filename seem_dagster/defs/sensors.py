@@ -9,11 +9,11 @@ sensor's log and retried only once it changes: it never blocks the others.
 import json
 from pathlib import Path
 
-from dagster import RunRequest, SensorEvaluationContext, SensorResult, SkipReason, sensor
+from dagster import ResourceParam, RunRequest, SensorEvaluationContext, SensorResult, SkipReason, sensor
 
+from seem_dagster.config import SeemConfig
 from seem_dagster.defs.jobs import build_memory
 from seem_dagster.defs.partitions import conversations
-from seem_dagster.defs.resources import SeemSettings
 from seem_dagster.ingest import InputError
 from seem_dagster.registry import register_file
 
@@ -27,8 +27,8 @@ def inbox_files(inbox: Path) -> list[Path]:
 
 
 @sensor(job=build_memory, minimum_interval_seconds=30, description="Turns new or grown files in the inbox into partitions and runs.")
-def inbox_sensor(context: SensorEvaluationContext, settings: SeemSettings):
-    inbox = Path(settings.inbox)
+def inbox_sensor(context: SensorEvaluationContext, seem: ResourceParam[SeemConfig]):
+    inbox = Path(seem.store.inbox)
     cursor = json.loads(context.cursor) if context.cursor else {}
     existing = set(context.instance.get_dynamic_partitions(conversations.name))
     new_keys: list[str] = []
@@ -41,7 +41,7 @@ def inbox_sensor(context: SensorEvaluationContext, settings: SeemSettings):
         if cursor.get(str(path)) == state:
             continue
         try:
-            registered = register_file(settings.root(), str(path), options=settings.ingest_options())
+            registered = register_file(seem.store.root, str(path), options=seem.ingest)
         except InputError as err:
             context.log.error(f"inbox file rejected, nothing registered: {err}")
             continue

@@ -8,16 +8,15 @@ instead of its fused episode, so it measures what fusion adds over plain adjacen
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
 import numpy as np
 
+from seem_dagster.config import METHODS, RetrievalConfig
 from seem_dagster.retrieval.index import MemoryIndex
 from seem_dagster.retrieval.query import EncodedQuery
-from seem_dagster.retrieval.search import RetrievalConfig, retrieve
+from seem_dagster.retrieval.search import retrieve
 
 RRF_K = 60
-METHODS = ("seem", "seem-no-rpe", "seem-no-fusion", "graph-only", "dense", "bm25", "hybrid")
 
 Ranker = Callable[[MemoryIndex, EncodedQuery], list[str]]
 
@@ -61,9 +60,9 @@ def rankers(base: RetrievalConfig, methods: Sequence[str] = METHODS) -> dict[str
         raise ValueError(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
     table: dict[str, Ranker] = {
         "seem": _seem(base),
-        "seem-no-rpe": _seem(replace(base, use_rpe=False)),
-        "seem-no-fusion": _seem(replace(base, rpe_scope="session")),
-        "graph-only": _seem(replace(base, passage_share=0.0)),
+        "seem-no-rpe": _seem(base.replace(use_rpe=False)),
+        "seem-no-fusion": _seem(base.replace(rpe_scope="session")),
+        "graph-only": _seem(base.replace(passage_share=0.0)),
         "dense": dense,
         "bm25": bm25,
         "hybrid": hybrid,

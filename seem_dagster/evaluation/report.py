@@ -86,7 +86,8 @@ def plots(results: dict, out: Path) -> list[Path]:
         if budgets:
             curves["recall_at_budget.png"] = ("context budget (words)", [f"recall@budget{b}" for b in budgets], budgets)
         for filename, (xlabel, keys, xs) in curves.items():
-            fig = Figure(figsize=(6, 4)); ax = fig.subplots()
+            fig = Figure(figsize=(6, 4))
+            ax = fig.subplots()
             for name, figures in methods.items():
                 ax.plot(xs, [figures[k]["overall"] for k in keys], marker="o", label=name)
             ax.set_xlabel(xlabel), ax.set_ylabel("evidence recall (all questions)"), ax.grid(alpha=0.3), ax.legend(fontsize=8)
@@ -98,7 +99,8 @@ def plots(results: dict, out: Path) -> list[Path]:
         written.append(_bars(out / "by_category.png", groups, values, f"{key} by category"))
     else:
         for granularity in results["config"]["granularities"]:
-            fig = Figure(figsize=(6, 4)); ax = fig.subplots()
+            fig = Figure(figsize=(6, 4))
+            ax = fig.subplots()
             for name, per in methods.items():
                 figures = per.get(granularity) or {}
                 ks = [1, 3, 5, 10, 30, 50]

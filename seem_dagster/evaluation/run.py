@@ -1,8 +1,10 @@
 """`seem eval`: build every conversation's memory once (through Dagster), rank with every method, score.
 
-Memories live in a store kept between runs: a conversation whose input, ingest options and
-extraction/embedding models are unchanged since its last evaluated build is reused, and that
-build's stage timings are carried over (marked ``cached``).
+Memories live in a store kept between runs. A conversation's memory is reused only when the stored
+tables agree with each other and each one's build record (its stage settings and code versions,
+``pipeline.stages``) equals what the current configuration would make, and its input is unchanged
+since registration; any setting that shapes the memory (ingest, extraction, fusion, synonyms, the
+model) therefore rebuilds it. The reused build's stage timings are carried over (marked ``cached``).
 """
 
 from __future__ import annotations
@@ -13,13 +15,15 @@ import resource
 import statistics
 import time
 import tracemalloc
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
 from seem_dagster import backends
-from seem_dagster.evaluation.methods import METHODS, rankers
+from seem_dagster.config import Layer, Resolved, SeemConfig, resolve_standard
+from seem_dagster.evaluation.methods import rankers
 from seem_dagster.evaluation.metrics import is_abstention, longmemeval_session_gold, normalise_locomo_evidence
+from seem_dagster.evaluation.qa import QaItem, answer_and_judge, summarise_qa, uniform_context
 from seem_dagster.evaluation.scoring import (
     LME_KS,
     LocomoQuestion,
@@ -29,61 +33,55 @@ from seem_dagster.evaluation.scoring import (
     summarise_locomo,
     summarise_longmemeval,
 )
-from seem_dagster.evaluation.qa import QaItem, answer_and_judge, summarise_qa, uniform_context
-from seem_dagster.ingest import IngestOptions
-from seem_dagster.llm.session import LlmSession
-from seem_dagster.llm.settings import LlmSettings
 from seem_dagster.ingest.longmemeval import session_of
+from seem_dagster.llm.session import LlmSession
+from seem_dagster.pipeline.stages import stage_config
 from seem_dagster.retrieval.context import words
 from seem_dagster.retrieval.lexical import Bm25
 from seem_dagster.retrieval.load import TABLES, load_index
 from seem_dagster.retrieval.query import encode_query
-from seem_dagster.retrieval.search import RetrievalConfig
 from seem_dagster.schemas import Passages, Questions
-from seem_dagster.store.snapshot import SnapshotError, read_snapshot, read_table, table_path
+from seem_dagster.store.snapshot import SnapshotError, check_consistent, read_footers, read_table, table_path
+from seem_dagster.store.sources import read_source
 
 BENCHMARKS = ("locomo", "longmemeval")
-GRANULARITIES = ("session", "turn")
 TRACE_QUERIES = 20  # queries per method traced for memory (tracemalloc slows them; not timed)
 DENSE_BUILD_SAMPLE = 500  # passages embedded uncached to time the dense baseline's build
 # The build job's op steps; every other step is a blocking asset check.
 ASSET_STEPS = ("ingest_conversation", "extract_frames", "episodes", "build_graph", "retrieval_index")
+# Every table a memory has, so the reuse check sees each stage's record.
+MEMORY_TABLES = (*TABLES, "questions", "event_frames", "llm_calls")
 PACKAGES = ("seem-dagster", "dagster", "polars", "igraph", "spacy", "torch", "sentence-transformers", "bm25s")
 
 
 @dataclass
-class EvalSettings:
+class EvalRun:
+    """One evaluation: the benchmark file and where results go. Everything else is configuration
+    (section ``evaluation`` and the memory's own settings)."""
+
     benchmark: str
     data: str
     out: str
-    methods: list[str] = field(default_factory=lambda: list(METHODS))
-    store: str | None = None
+    store: str | None = None  # default OUT/store, never the configured store.root (benchmarks stay out of it)
     conversations: list[str] | None = None
     progress: bool = True
-    ks: list[int] = field(default_factory=lambda: [5, 10, 25, 50])
-    budgets: list[int] = field(default_factory=lambda: [500, 1000, 2000])
-    granularities: list[str] = field(default_factory=lambda: list(GRANULARITIES))
-    corpus: str = "user"
-    # With a language model: memories are built with it, and these methods' contexts are answered and judged.
-    llm: LlmSettings | None = None
-    answer_methods: list[str] = field(default_factory=lambda: ["seem", "hybrid"])
-    answer_budget: int = 1000
 
-    def check(self) -> None:
-        if self.benchmark not in BENCHMARKS:
-            raise ValueError(f"unknown benchmark {self.benchmark!r}; choose from {', '.join(BENCHMARKS)}")
-        rankers(RetrievalConfig(), self.methods)  # raises on an unknown method
-        if self.llm is not None and self.llm.enabled and not set(self.answer_methods) <= set(self.methods):
-            raise ValueError(f"--answer-methods {','.join(self.answer_methods)}: each must be one of the evaluated methods")
-        bad = [g for g in self.granularities if g not in GRANULARITIES]
-        if self.benchmark == "longmemeval" and (bad or not self.granularities):
-            raise ValueError(f"--granularity {','.join(self.granularities)!r}: choose from {', '.join(GRANULARITIES)}")
-
-    def ingest_options(self) -> IngestOptions:
+    def protocol(self, store: str, config: SeemConfig) -> Layer:
+        """What the benchmark's protocol fixes, on top of every other layer."""
+        values: dict = {"store.root": store}
         if self.benchmark == "longmemeval":
-            # One public haystack turn is empty; it is skipped and reported, as `seem build --allow-empty-turns`.
-            return IngestOptions(allow_empty_turns=True, speakers=("user",) if self.corpus == "user" else None)
-        return IngestOptions()
+            # One public haystack turn is empty; it is skipped and reported, as `seem build` with ingest.allow_empty_turns.
+            values |= {"ingest.allow_empty_turns": True,
+                       "ingest.only_speakers": ["user"] if config.evaluation.corpus == "user" else None}
+        return Layer(f"seem eval {self.benchmark}", values)
+
+
+def check(run: EvalRun, config: SeemConfig) -> None:
+    if run.benchmark not in BENCHMARKS:
+        raise ValueError(f"unknown benchmark {run.benchmark!r}; choose from {', '.join(BENCHMARKS)}")
+    ev = config.evaluation
+    if config.llm.enabled and not set(ev.answer_methods) <= set(ev.methods):
+        raise ValueError(f"evaluation.answer_methods {','.join(ev.answer_methods)}: each must be one of the evaluated methods")
 
 
 def _progress(items, enabled: bool, **kw):
@@ -104,70 +102,52 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def _llm_on(settings: EvalSettings) -> bool:
-    return settings.llm is not None and settings.llm.enabled
-
-
-def _signature(settings: EvalSettings, fingerprint: str) -> dict:
-    ex, em = backends.extractor(), backends.embedder()
-    extractor = f"{ex.name} v{ex.version}"
-    if _llm_on(settings):
-        from seem_dagster.llm.prompts import passage
-
-        extractor = f"llm:{settings.llm.backend}:{settings.llm.model} passage v{passage.PROMPT.version}"
-    return json.loads(json.dumps({  # as it reads back from the build record (tuples become lists)
-        "fingerprint": fingerprint,
-        "ingest": asdict(settings.ingest_options()),
-        "extractor": extractor,
-        "embedder": em.name,
-        "package": _versions()["seem-dagster"],
-    }))
-
-
 def _build_record_path(store: str, conversation_id: str) -> Path:
     from seem_dagster.store.keys import file_stem
 
     return Path(store) / "_eval" / f"{file_stem(conversation_id)}.json"
 
 
-def build_memories(settings: EvalSettings, store: str) -> dict:
+def memory_is_current(store: str, conversation_id: str, config: SeemConfig) -> str | None:
+    """None when the stored memory is what ``config`` would build now; else why not."""
+    try:
+        footers = read_footers(store, conversation_id, MEMORY_TABLES)
+        check_consistent(conversation_id, footers)
+        source = read_source(store, conversation_id)
+    except (SnapshotError, FileNotFoundError) as err:
+        return str(err)
+    for asset, record in footers.items():
+        if record.get("stage") != json.loads(json.dumps(stage_config(asset, config, source))):
+            return f"{asset} was built with other settings"
+    return None
+
+
+def build_memories(run: EvalRun, resolved: Resolved) -> dict:
     """Build (or reuse) every conversation's memory; per-stage seconds per conversation."""
-    from seem_dagster.definitions import build_defs
+    from seem_dagster.defs.assemble import build_defs
     from seem_dagster.defs.runner import build_conversations
     from seem_dagster.registry import register_file
 
-    options = settings.ingest_options()
-    registered = register_file(store, settings.data, settings.benchmark, options, conversations=settings.conversations)
+    config = resolved.config
+    store = config.store.root
+    registered = register_file(store, run.data, run.benchmark, config.ingest, conversations=run.conversations)
     builds: dict[str, dict] = {}
     todo = []
     for reg in registered:
-        signature = _signature(settings, reg.fingerprint)
         record = _build_record_path(store, reg.conversation_id)
-        previous = json.loads(record.read_text()) if record.exists() else None
-        if previous and previous["signature"] == signature:
-            try:
-                read_snapshot(store, reg.conversation_id, TABLES)
-                builds[reg.conversation_id] = {**previous, "cached": True}
-                continue
-            except (SnapshotError, FileNotFoundError):
-                pass
-        todo.append((reg, signature, record))
+        if reg.status == "unchanged" and memory_is_current(store, reg.conversation_id, config) is None:
+            previous = json.loads(record.read_text()) if record.exists() else {"stage_seconds": {}}
+            builds[reg.conversation_id] = {**previous, "passages": reg.passages, "excluded_turns": reg.excluded, "cached": True}
+        else:
+            todo.append((reg, record))
     if todo:
-        llm = None
-        if _llm_on(settings):
-            from seem_dagster.defs.resources import LlmResource
-
-            llm = LlmResource.from_settings(settings.llm)
-        defs = build_defs(store_root=store, llm=llm, max_turn_chars=options.max_turn_chars, allow_empty_turns=options.allow_empty_turns)
-        outcomes = build_conversations(defs, [reg.conversation_id for reg, _, _ in todo], progress=settings.progress)
+        outcomes = build_conversations(build_defs(resolved), [reg.conversation_id for reg, _ in todo], progress=run.progress)
         failed = [o for o in outcomes if not o.success]
         if failed:
             raise RuntimeError(f"{len(failed)} memory builds failed; {failed[0].conversation_id}: {failed[0].error}")
-        for (reg, signature, record), outcome in zip(todo, outcomes):
-            entry = {
-                "signature": signature, "passages": reg.passages, "excluded_turns": reg.excluded,
-                "skipped_turns": list(reg.skipped), "stage_seconds": outcome.step_seconds or {},
-            }
+        for (reg, record), outcome in zip(todo, outcomes):
+            entry = {"passages": reg.passages, "excluded_turns": reg.excluded, "skipped_turns": list(reg.skipped),
+                     "stage_seconds": outcome.step_seconds or {}}
             record.parent.mkdir(parents=True, exist_ok=True)
             record.write_text(json.dumps(entry, indent=2))
             builds[reg.conversation_id] = {**entry, "cached": False}
@@ -192,26 +172,32 @@ def _percentiles(values: list[float]) -> dict[str, float | None]:
 _ENCODING = {"bm25": "none", "dense": "vector", "hybrid": "vector"}
 
 
-def run_evaluation(settings: EvalSettings) -> str:
-    settings.check()
-    out = Path(settings.out)
+def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
+    resolved = resolved or resolve_standard()
+    out = Path(run.out)
+    store = run.store or str(out / "store")
+    resolved = resolved.over(run.protocol(store, resolved.config))
+    config = resolved.config
+    check(run, config)
+    ev = config.evaluation
     out.mkdir(parents=True, exist_ok=True)
-    store = settings.store or str(out / "store")
     started = time.perf_counter()
-    builds, build_s = _timed(lambda: build_memories(settings, store))
-    extractor, embedder = backends.extractor(), backends.embedder()
-    config = RetrievalConfig()
-    methods = rankers(config, settings.methods)
+    builds, build_s = _timed(lambda: build_memories(run, resolved))
+    extractor, embedder = backends.extractor(config.extraction.extractor), backends.embedder(config.extraction.embedder)
+    methods = rankers(config.retrieval, ev.methods)
+    ks = list(ev.ks) if run.benchmark == "locomo" else list(LME_KS)
+    budgets = list(ev.budgets) if run.benchmark == "locomo" else []
+    granularities = list(dict.fromkeys(ev.granularities))
     latencies: dict[str, list[float]] = {m: [] for m in methods}
     traced: dict[str, float] = {}
     locomo_rows: dict[str, list[LocomoQuestion]] = {m: [] for m in methods}
-    lme_rows: dict[str, dict[str, list]] = {m: {g: [] for g in settings.granularities} for m in methods}
+    lme_rows: dict[str, dict[str, list]] = {m: {g: [] for g in granularities} for m in methods}
     excluded_abstention = 0
     qa_results: list = []
     qa_records: list = []
     all_passage_texts: list[str] = []
     query_started = time.perf_counter()
-    for cid in _progress(list(builds), settings.progress, desc="querying", unit="conversation"):
+    for cid in _progress(list(builds), run.progress, desc="querying", unit="conversation"):
         index = load_index(store, cid)
         questions = read_table(table_path(store, "questions", cid))
         passages = index.passages
@@ -220,12 +206,12 @@ def run_evaluation(settings: EvalSettings) -> str:
         words_of = {ref_of[p]: words(t) + 3 for p, t in zip(passages[Passages.passage_id].to_list(), passages[Passages.text].to_list())}
         all_passage_texts.extend(passages[Passages.text].to_list())
         latest = passages[Passages.timestamp].max()
-        index.lexical  # built once per conversation, outside the query timings
-        session = LlmSession(settings.llm, store, cid) if _llm_on(settings) else None
+        _ = index.lexical  # built once per conversation, outside the query timings
+        session = LlmSession(config.llm, store, cid) if config.llm.enabled else None
         rows_by_id = {r[Passages.passage_id]: r for r in passages.iter_rows(named=True)} if session else {}
         qa_items: list[QaItem] = []
         for q in questions.iter_rows(named=True):
-            if settings.benchmark == "longmemeval" and is_abstention(q[Questions.question_id]):
+            if run.benchmark == "longmemeval" and is_abstention(q[Questions.question_id]):
                 excluded_abstention += 1
                 continue
             date = q[Questions.question_date] or latest
@@ -239,14 +225,13 @@ def run_evaluation(settings: EvalSettings) -> str:
                 if name not in traced and len(latencies[name]) == TRACE_QUERIES:
                     traced[name] = _trace_peak(rank, index, query)
                 refs = [ref_of[p] for p in ranking]
-                if session and name in settings.answer_methods and q[Questions.answer]:
-                    context = uniform_context(ranking, rows_by_id, index.position, settings.answer_budget)
+                if session and name in ev.answer_methods and q[Questions.answer]:
+                    context = uniform_context(ranking, rows_by_id, index.position, ev.answer_budget)
                     qa_items.append(QaItem(name, q[Questions.question_id], q[Questions.question], date, q[Questions.answer], context))
-                if settings.benchmark == "locomo":
+                if run.benchmark == "locomo":
                     gold = normalise_locomo_evidence(q[Questions.evidence], set(ref_of.values()))
                     locomo_rows[name].append(LocomoQuestion(
-                        locomo_category(q[Questions.category]),
-                        score_locomo(gold, refs, words_of.get, settings.ks, settings.budgets),
+                        locomo_category(q[Questions.category]), score_locomo(gold, refs, words_of.get, ks, budgets),
                     ))
                 else:
                     _score_lme(lme_rows[name], q, refs, [speaker_of[p] for p in ranking], ref_of)
@@ -257,14 +242,16 @@ def run_evaluation(settings: EvalSettings) -> str:
     query_s = time.perf_counter() - query_started
     timing = _timing(builds, build_s, query_s, latencies, traced, all_passage_texts, embedder)
     results = {
-        "benchmark": settings.benchmark,
-        "data": str(settings.data),
+        "benchmark": run.benchmark,
+        "data": str(run.data),
         "store": store,
         "config": {
-            "methods": list(methods), "retrieval": asdict(config), "extractor": f"{extractor.name} v{extractor.version}",
-            "embedder": embedder.name, "ks": settings.ks, "budgets_words": settings.budgets,
-            "granularities": settings.granularities, "corpus": settings.corpus if settings.benchmark == "longmemeval" else "all",
-            "llm": settings.llm.describe() if _llm_on(settings) else None,
+            "methods": list(methods), "extractor": f"{extractor.name} v{extractor.version}",
+            "embedder": embedder.name, "ks": ks, "budgets_words": budgets,
+            "granularities": granularities, "corpus": ev.corpus if run.benchmark == "longmemeval" else "all",
+            "llm": config.llm.describe() if config.llm.enabled else None,
+            "settings": config.model_dump(mode="json"),
+            "settings_sources": dict(sorted(resolved.sources.items())),
         },
         "versions": _versions(),
         "conversations": len(builds),
@@ -273,7 +260,7 @@ def run_evaluation(settings: EvalSettings) -> str:
         "timing": timing,
         "seconds_total": time.perf_counter() - started,
     }
-    if settings.benchmark == "locomo":
+    if run.benchmark == "locomo":
         results["questions"] = len(next(iter(locomo_rows.values()), []))
         results["methods"] = {m: summarise_locomo(rows) for m, rows in locomo_rows.items()}
     else:
@@ -281,9 +268,9 @@ def run_evaluation(settings: EvalSettings) -> str:
         results["excluded_turns"] = sum(b.get("excluded_turns", 0) for b in builds.values())
         results["methods"] = {m: {g: summarise_longmemeval(rows) for g, rows in per.items()} for m, per in lme_rows.items()}
         results["questions"] = next((r["questions"] for per in results["methods"].values() for r in per.values() if r), 0)
-    if _llm_on(settings):
+    if config.llm.enabled:
         results["qa"] = {
-            "budget_words": settings.answer_budget,
+            "budget_words": ev.answer_budget,
             "methods": summarise_qa(qa_results, qa_records),
             "model_calls": sum(r.calls for r in qa_records),
             "by_prompt": {p: {"calls": sum(r.calls for r in qa_records if r.prompt == p),
@@ -336,7 +323,7 @@ def _timing(builds, build_s, query_s, latencies, traced, texts, embedder) -> dic
         "dense": dense_s / max(1, len(sample)) * 1000,
     }
     query = {m: {**_percentiles(v), "queries": len(v)} for m, v in latencies.items()}
-    for m, figures in query.items():
+    for figures in query.values():
         for base in ("bm25", "dense"):
             ref = query.get(base, {}).get("p50_ms")
             figures[f"p50_vs_{base}"] = figures["p50_ms"] / ref if ref and figures["p50_ms"] is not None else None

@@ -328,7 +328,7 @@ def _dedupe(facts: list[Fact]) -> list[Fact]:
 def _summary_sentences(scored) -> list:
     """The most eventful sentences, in their original order, within the summary length."""
     chosen, words = [], 0
-    for score, sent in sorted(scored, key=lambda p: -p[0]):
+    for _score, sent in sorted(scored, key=lambda p: -p[0]):
         if chosen and words + len(sent) > MAX_SUMMARY_WORDS:
             continue
         chosen.append(sent)
@@ -398,7 +398,7 @@ def _summary(inp: PassageInput, sentences, times, other) -> str:
         else:
             text = tok.text
         words.append(text)
-        for start, end, resolved in times:
+        for _start, end, resolved in times:
             if tok.idx < end <= tok.idx + len(tok.text):
                 words.append(f" ({resolved.iso})")
         words.append(tok.whitespace_)

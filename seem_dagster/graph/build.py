@@ -36,8 +36,7 @@ def graph_edges(facts: pl.DataFrame, synonyms: Sequence[tuple[str, str, float]])
 class MemoryGraph:
     graph: ig.Graph
     index: dict[str, int]  # node id -> vertex index
-    passage_vertices: list[int]
-    passage_ids: list[str]
+    passage_ids: list[str]  # vertices 0..len-1, in this order
 
 
 def to_igraph(passages: pl.DataFrame, entity_ids: Sequence[str], edges: pl.DataFrame) -> MemoryGraph:
@@ -51,4 +50,4 @@ def to_igraph(passages: pl.DataFrame, entity_ids: Sequence[str], edges: pl.DataF
     graph.vs["name"] = names
     graph.es["weight"] = edges[GraphEdges.weight].to_list()
     graph.es["kind"] = edges[GraphEdges.kind].to_list()
-    return MemoryGraph(graph, index, list(range(len(passage_ids))), passage_ids)
+    return MemoryGraph(graph, index, passage_ids)

@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from seem_dagster import ids
+from seem_dagster.config import SynonymConfig
 from seem_dagster.schemas import Entities, Facts, table
 
 _ARTICLES = re.compile(r"^(the|a|an|my|his|her|their|our|your)\s+", re.IGNORECASE)
@@ -74,12 +75,6 @@ def entities_from_facts(facts: pl.DataFrame) -> pl.DataFrame:
             }
         )
     return table(Entities, rows)
-
-
-@dataclass(frozen=True)
-class SynonymConfig:
-    threshold: float = 0.8
-    max_per_node: int = 100
 
 
 @dataclass

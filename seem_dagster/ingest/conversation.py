@@ -11,17 +11,6 @@ from seem_dagster import ids
 from seem_dagster.schemas import Passages, Questions, table
 
 
-@dataclass(frozen=True)
-class IngestOptions:
-    max_turn_chars: int = 32_000
-    # Default strict: an empty turn stops ingestion. When allowed, each skipped turn is listed in
-    # Conversation.skipped and reported by the CLI and Dagster metadata, never dropped silently.
-    allow_empty_turns: bool = False
-    # Keep only turns by these speakers (LongMemEval's official retrieval corpus is the user turns).
-    # The others are counted in Conversation.excluded and reported, not dropped silently.
-    speakers: tuple[str, ...] | None = None
-
-
 @dataclass
 class Conversation:
     conversation_id: str
@@ -30,7 +19,7 @@ class Conversation:
     passages: pl.DataFrame
     questions: pl.DataFrame
     skipped: list[str] = field(default_factory=list)
-    excluded: int = 0  # turns left out by IngestOptions.speakers
+    excluded: int = 0  # turns left out by IngestConfig.only_speakers
 
     def keep_speakers(self, speakers: tuple[str, ...]) -> None:
         kept = self.passages.filter(pl.col(Passages.speaker).is_in(list(speakers)))

@@ -20,8 +20,9 @@ import json
 from collections.abc import Iterator
 from datetime import datetime
 
+from seem_dagster.config import IngestConfig
 from seem_dagster.ingest import dates
-from seem_dagster.ingest.conversation import Conversation, ConversationBuilder, IngestOptions
+from seem_dagster.ingest.conversation import Conversation, ConversationBuilder
 from seem_dagster.ingest.errors import InputError, Located
 from seem_dagster.schemas import Passages
 from seem_dagster.store.keys import InvalidConversationId, check_conversation_id
@@ -61,7 +62,7 @@ def _conversation_id(at: Located, obj: dict) -> str:
         raise at.fail("conversation_id", str(err)) from None
 
 
-def read(text: str, file: str, options: IngestOptions) -> list[Conversation]:
+def read(text: str, file: str, options: IngestConfig) -> list[Conversation]:
     # conversation -> session -> [(line, at, speaker, text, timestamp, id)]
     grouped: dict[str, dict[str, list[tuple]]] = {}
     ids_seen: dict[tuple[str, str], int] = {}

@@ -10,8 +10,9 @@ from pathlib import Path
 
 from upath import UPath
 
+from seem_dagster.config import IngestConfig
 from seem_dagster.ingest import jsonl, locomo, longmemeval
-from seem_dagster.ingest.conversation import Conversation, IngestOptions
+from seem_dagster.ingest.conversation import Conversation
 from seem_dagster.ingest.errors import InputError
 
 FORMATS = ("locomo", "longmemeval", "jsonl")
@@ -49,7 +50,7 @@ def detect_format(path: str | Path | UPath, text: str) -> str:
     raise InputError(str(path), None, None, "cannot tell the format; pass --format locomo|longmemeval|jsonl")
 
 
-def parse_text(text: str, file: str, fmt: str, options: IngestOptions) -> list[Conversation]:
+def parse_text(text: str, file: str, fmt: str, options: IngestConfig) -> list[Conversation]:
     if fmt == "jsonl":
         return jsonl.read(text, file, options)
     if fmt == "locomo":
@@ -62,13 +63,13 @@ def parse_text(text: str, file: str, fmt: str, options: IngestOptions) -> list[C
 def load_input(
     path: str | Path | UPath,
     fmt: str | None = None,
-    options: IngestOptions | None = None,
+    options: IngestConfig | None = None,
     *,
     questions: str | Path | UPath | None = None,
     conversations: list[str] | None = None,
 ) -> list[Conversation]:
     """Parse and validate a whole input file. Raises InputError; never writes anything."""
-    options = options or IngestOptions()
+    options = options or IngestConfig()
     upath = UPath(path)
     file = str(path)
     try:
@@ -96,9 +97,9 @@ def load_input(
         if missing:
             raise InputError(file, None, None, f"no conversation {missing[0]!r} in this file (it has {len(known)})")
         parsed = [c for c in parsed if c.conversation_id in set(conversations)]
-    if options.speakers:
+    if options.only_speakers:
         for conv in parsed:
-            conv.keep_speakers(options.speakers)
+            conv.keep_speakers(options.only_speakers)
             if conv.passages.is_empty():
-                raise InputError(file, conv.conversation_id, "speaker", f"no turn by {', '.join(options.speakers)}")
+                raise InputError(file, conv.conversation_id, "speaker", f"no turn by {', '.join(options.only_speakers)}")
     return parsed

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
+from seem_dagster.config import IngestConfig
 from seem_dagster.ingest import dates
-from seem_dagster.ingest.conversation import Conversation, ConversationBuilder, IngestOptions
+from seem_dagster.ingest.conversation import Conversation, ConversationBuilder
 from seem_dagster.ingest.errors import InputError, Located
 from seem_dagster.store.keys import InvalidConversationId, check_conversation_id
 
@@ -13,7 +14,7 @@ FORMAT = "locomo"
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
 
 
-def read(data: object, file: str, options: IngestOptions) -> list[Conversation]:
+def read(data: object, file: str, options: IngestConfig) -> list[Conversation]:
     if not isinstance(data, list):
         raise InputError(file, None, None, "expected a JSON array of LoCoMo samples")
     conversations = []
@@ -32,7 +33,7 @@ def read(data: object, file: str, options: IngestOptions) -> list[Conversation]:
     return conversations
 
 
-def _read_sample(sample: dict, sample_id: str, at: Located, options: IngestOptions) -> Conversation:
+def _read_sample(sample: dict, sample_id: str, at: Located, options: IngestConfig) -> Conversation:
     conv = at.require(sample, "conversation", dict)
     builder = ConversationBuilder(sample_id, at.file, FORMAT)
     # Some samples carry date keys for sessions that do not exist: iterate over the turn lists.
@@ -41,7 +42,7 @@ def _read_sample(sample: dict, sample_id: str, at: Located, options: IngestOptio
         key=lambda pair: pair[0],
     )
     seen_refs: dict[str, str] = {}
-    for session_index, (number, key) in enumerate(sessions):
+    for session_index, (_number, key) in enumerate(sessions):
         turns = Located(at.file, f"{at.record}, conversation").require(conv, key, list)
         date_key = f"{key}_date_time"
         date_text = Located(at.file, f"{at.record}, conversation").require(conv, date_key, str)

@@ -6,8 +6,9 @@ Session ids (``answer_...`` leaks the gold) never become text or a session_id: t
 
 from __future__ import annotations
 
+from seem_dagster.config import IngestConfig
 from seem_dagster.ingest import dates
-from seem_dagster.ingest.conversation import Conversation, ConversationBuilder, IngestOptions
+from seem_dagster.ingest.conversation import Conversation, ConversationBuilder
 from seem_dagster.ingest.errors import InputError, Located
 from seem_dagster.store.keys import InvalidConversationId, check_conversation_id
 
@@ -21,7 +22,7 @@ def session_of(source_ref: str) -> str:
     return source_ref.rsplit(":", 1)[0].split(SESSION_REPEAT, 1)[0]
 
 
-def read(data: object, file: str, options: IngestOptions) -> list[Conversation]:
+def read(data: object, file: str, options: IngestConfig) -> list[Conversation]:
     if not isinstance(data, list):
         raise InputError(file, None, None, "expected a JSON array of LongMemEval questions")
     seen: dict[str, int] = {}
@@ -47,7 +48,7 @@ def _parse_date(at: Located, field: str, value: str):
         raise at.fail(field, f"unparseable date {value!r} (expected like '2023/07/01 (Sat) 02:36')") from None
 
 
-def _read_item(item: dict, qid: str, at: Located, options: IngestOptions) -> Conversation:
+def _read_item(item: dict, qid: str, at: Located, options: IngestConfig) -> Conversation:
     session_ids = at.require(item, "haystack_session_ids", list)
     session_dates = at.require(item, "haystack_dates", list)
     sessions = at.require(item, "haystack_sessions", list)

@@ -50,7 +50,7 @@ class LlmClient:
     def __init__(self, engine: Engine, cache: dict[str, str] | None = None, max_tokens: int | None = None):
         self.engine = engine
         self.cache = cache if cache is not None else {}
-        # Caps every prompt's own max_tokens (LlmSettings.max_tokens).
+        # Caps every prompt's own max_tokens (LlmConfig.max_tokens).
         self.max_tokens = max_tokens if max_tokens is not None else getattr(getattr(engine, "settings", None), "max_tokens", None)
 
     def run(self, prompt: Prompt, items: Sequence[tuple[str, dict]]) -> LlmRun:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from seem_dagster.config import LlmConfig
 from seem_dagster.llm.engine import Engine
-from seem_dagster.llm.settings import LlmSettings
 
 
 @lru_cache(maxsize=4)
-def get_engine(settings: LlmSettings) -> Engine:
+def get_engine(settings: LlmConfig) -> Engine:
     if settings.backend == "openai":
         from seem_dagster.llm.http import OpenAICompatibleEngine
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import calendar
 import re
-from datetime import date
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date
 
 from seem_dagster.extraction.interface import Event, Extractor, Fact, PassageExtraction, PassageInput
 from seem_dagster.llm.client import LlmClient, LlmRun

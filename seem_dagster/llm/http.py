@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 import httpx
 
+from seem_dagster.config import LlmConfig
 from seem_dagster.llm.engine import ChatReply, ChatRequest, EngineError
-from seem_dagster.llm.settings import LlmSettings
 
 RETRY_STATUS = {429, 500, 502, 503, 504}
 MAX_BACKOFF_S = 30.0
@@ -29,7 +29,7 @@ def response_format(mode: str, request: ChatRequest) -> dict:
 class OpenAICompatibleEngine:
     backend = "openai"
 
-    def __init__(self, settings: LlmSettings, transport: httpx.AsyncBaseTransport | None = None):
+    def __init__(self, settings: LlmConfig, transport: httpx.AsyncBaseTransport | None = None):
         self.settings = settings
         self.model = settings.model
         self.url = settings.base_url.rstrip("/") + "/chat/completions"

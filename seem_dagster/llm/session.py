@@ -8,28 +8,29 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from seem_dagster.config import LlmConfig
 from seem_dagster.extraction.interface import Fact
 from seem_dagster.llm.client import CallRecord, LlmClient
 from seem_dagster.llm.engine import Engine
 from seem_dagster.llm.engines import get_engine
 from seem_dagster.llm.extract import query_fact_list
 from seem_dagster.llm.prompts import answer, judge
-from seem_dagster.llm.settings import LlmSettings
-from seem_dagster.store.cache import cache_path, read_kv, write_kv
+from seem_dagster.store.cache import ConversationCache
 
 
 class LlmSession:
-    def __init__(self, settings: LlmSettings, store: str, conversation_id: str, engine: Engine | None = None):
+    def __init__(self, settings: LlmConfig, store: str, conversation_id: str, engine: Engine | None = None):
         self.settings = settings
         self.engine = engine or get_engine(settings)
-        self.path = cache_path(store, "llm-query", f"{settings.backend}@{settings.model}", conversation_id)
-        self.client = LlmClient(self.engine, read_kv(self.path))
+        self.cache = ConversationCache(store, conversation_id)
+        self.name = f"{settings.backend}@{settings.model}"
+        self.client = LlmClient(self.engine, self.cache.kv("llm-query", self.name))
         self.records: list[CallRecord] = []
 
     def _keep(self, run) -> None:
         self.records.extend(run.records)
         if run.new_entries:
-            write_kv(self.path, self.client.cache)
+            self.cache.put_kv("llm-query", self.name, self.client.cache)
 
     def query_facts(self, question: str, date: datetime) -> list[Fact]:
         facts, run = query_fact_list(self.client, question, date.date().isoformat())

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from seem_dagster.config import LlmConfig
 from seem_dagster.llm.engine import ChatReply, ChatRequest, EngineError
-from seem_dagster.llm.settings import LlmSettings
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ def vllm_api() -> VllmApi:
 class VllmEngine:
     backend = "vllm"
 
-    def __init__(self, settings: LlmSettings, api: VllmApi | None = None):
+    def __init__(self, settings: LlmConfig, api: VllmApi | None = None):
         self.settings = settings
         self.model = settings.model
         self.api = api or vllm_api()

@@ -25,7 +25,7 @@ class Answered:
 
 def ask(
     index: MemoryIndex, question: str, date: datetime | None, extractor, embedder, config: RetrievalConfig,
-    *, budget_words: int = 1000, llm=None,
+    *, budget_words: int, llm=None,
 ) -> Answered:
     """``llm`` (an LlmSession) extracts the query facts and answers from the context; without it the
     embedded extractor reads the question and the evidence is the output."""

@@ -13,7 +13,7 @@ from seem_dagster.graph.entities import is_proper_name
 from seem_dagster.retrieval.lexical import Bm25
 from seem_dagster.schemas import Embeddings, Entities, Episodes, Facts, Passages
 
-PASSAGE, FACT, ENTITY, EPISODE = "passage", "fact", "entity", "episode"
+PASSAGE, FACT = "passage", "fact"
 
 
 def fact_text(subject: str, relation: str, obj: str) -> str:

@@ -10,67 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from seem_dagster.config import RetrievalConfig
 from seem_dagster.graph.entities import entity_id, normalise
 from seem_dagster.retrieval.index import MemoryIndex
 from seem_dagster.schemas import Episodes, Facts, Passages
-
-
-RPE_SCOPES = ("episode", "session", "both")
-
-
-@dataclass(frozen=True)
-class RetrievalConfig:
-    # Measured with `seem eval` (LoCoMo dev: 7 conversations, 1,347 questions; LongMemEval dev).
-    # DESIGN's start (share 0.05, RPE of 10 turns from the top 5) gave conv-26 recall@10 0.20
-    # against 0.44 for dense. LoCoMo R@10 / R@25: dense-only prior 0.490 / 0.632 (hybrid BM25+dense
-    # 0.572 / 0.700); BM25 added to the prior (weight 0.5) 0.640 / 0.741; RPE to the nearest turns
-    # of the anchor's episode or session 0.692 / 0.782, but on LongMemEval's user-turn corpus that
-    # pulled the user's next messages in (turn recall_all@5 0.667 against 0.795 without RPE);
-    # counting only turns adjacent in the original conversation: LoCoMo 0.682 / 0.777, LME 0.795.
-    # DESIGN's starting values, kept after a sweep on LoCoMo dev (R@5 / R@10 / R@25; defaults
-    # 0.603 / 0.731 / 0.818): top facts 3 0.603 / 0.727 / 0.817, 6 0.603 / 0.732 / 0.819, 8
-    # 0.605 / 0.732 / 0.818, 10 0.607 / 0.730 / 0.817 (a 0.002 move is about 3 questions' worth);
-    # damping 0.3 0.602 / 0.722 / 0.812, 0.7 0.554 / 0.685 / 0.787; min fact score 0.2 or 0.4
-    # changes none of the three figures.
-    top_facts: int = 5
-    min_fact_score: float = 0.3
-    damping: float = 0.5  # igraph: probability of continuing the walk
-    passage_share: float = 2.0
-    # With answer_share the reply is often already ranked: RPE from the top 2 then cost R@5 (0.562
-    # against 0.636 without RPE); from the top 1: R@5 / R@10 / R@25 0.601 / 0.717 / 0.809. With
-    # rpe_follow_reply (extractor v4): top 1 0.600 / 0.731 / 0.818, top 2 0.591 / 0.716 / 0.821.
-    top_passages_rpe: int = 1
-    rpe_max_per_episode: int = 2
-    use_graph: bool = True
-    use_rpe: bool = True
-    lexical_weight: float = 0.5  # BM25 (scaled to the best passage's score) added to the dense prior
-    # What RPE draws from: the anchor's fused episode, its own session's turns, or both; nearest first.
-    rpe_scope: str = "both"
-    # Session turns count as the anchor's neighbours within this many turns of the original
-    # conversation: a corpus of one speaker's turns (LongMemEval's user turns) has no neighbours at 1.
-    rpe_turn_window: int = 1
-    # A reply to a question (the next turn, by the other speaker) inherits this share of the
-    # question's direct match: "Did you see someone about it?" finds "Yes, a physiotherapist called
-    # Dr. Osei". LoCoMo dev R@10 / R@25 0.682 / 0.777 without; 0.701 / 0.802 at 0.25, 0.702 / 0.810
-    # at 0.35, 0.692 / 0.805 at 0.5, 0.626 / 0.747 at 1.0. No effect on a one-speaker corpus.
-    answer_share: float = 0.35
-    # RPE also brings the reply to an expanded turn that asks a question (an anchor "I twisted my
-    # ankle", its neighbour "Did you see someone about it?", then "Yes, Dr. Osei"). LoCoMo dev
-    # R@5 / R@10 / R@25 0.601 / 0.717 / 0.809 without, 0.604 / 0.731 / 0.818 with.
-    rpe_follow_reply: bool = True
-    # RPE also brings the turns that share a rare proper name with the anchor (one that at most
-    # rpe_name_turns turns name; not a speaker's), nearest first, at most rpe_name_links of them:
-    # "my neighbour Ines offered to look after him" brings "Did Biscuit behave with Ines?" two months
-    # later, a storyline the embedded fusion judge misses (the summaries are not alike). 0 turns: off.
-    # LoCoMo dev names few third parties (it fires for 24 of 1,347 questions): R@5 / R@10 / R@25
-    # 0.600 / 0.731 / 0.818 without, 0.601 / 0.733 / 0.819 with 3 turns and 2 links (2 turns and 1
-    # link: 0.6005 / 0.7321 / 0.8184).
-    rpe_name_turns: int = 3
-    rpe_name_links: int = 2
-
-    def __post_init__(self):
-        if self.rpe_scope not in RPE_SCOPES:
-            raise ValueError(f"rpe_scope {self.rpe_scope!r}: choose from {', '.join(RPE_SCOPES)}")
 
 
 @dataclass(frozen=True)
@@ -178,7 +121,8 @@ def retrieve(
         mode = "graph"
     else:
         order = np.argsort(-prior, kind="stable")
-        ranked = [Ranked(ids[i], float(prior[i]), f"direct match {prior[i]:.3f} (no usable fact)" if config.use_graph else f"direct match {prior[i]:.3f}") for i in order]
+        note = " (no usable fact)" if config.use_graph else ""
+        ranked = [Ranked(ids[i], float(prior[i]), f"direct match {prior[i]:.3f}{note}") for i in order]
         mode = "dense"
     if not config.use_rpe:
         return RetrievalResult(ranked, seeds, mode, [])

@@ -1,7 +1,8 @@
-"""Per-conversation caches in the store: extraction results and embedding vectors.
+"""The store's caches of one conversation: extraction results, model replies, vectors, saved fusion.
 
 ``<root>/_cache/<kind>/<name>/<conversation stem>.parquet``. Per conversation, so parallel runs of
-different partitions never write the same file; written atomically like every snapshot.
+different partitions never write the same file; written atomically like every snapshot. This is the
+one adapter the pipeline steps read and write their caches through.
 """
 
 from __future__ import annotations
@@ -19,24 +20,27 @@ KEY = "key"
 VALUE = "value"
 
 
-def cache_path(root, kind: str, name: str, conversation_id: str) -> UPath:
-    safe = re.sub(r"[^A-Za-z0-9_.@-]+", "_", name)
-    return as_root(root) / FOLDER / kind / safe / (file_stem(conversation_id) + EXTENSION)
+class ConversationCache:
+    def __init__(self, root, conversation_id: str):
+        self.root = as_root(root)
+        self.conversation_id = conversation_id
 
+    def path(self, kind: str, name: str) -> UPath:
+        safe = re.sub(r"[^A-Za-z0-9_.@-]+", "_", name)
+        return self.root / FOLDER / kind / safe / (file_stem(self.conversation_id) + EXTENSION)
 
-def read_cache_table(path: UPath) -> pl.DataFrame | None:
-    return read_table(path) if path.exists() else None
+    def table(self, kind: str, name: str) -> pl.DataFrame | None:
+        path = self.path(kind, name)
+        return read_table(path) if path.exists() else None
 
+    def put_table(self, kind: str, name: str, frame: pl.DataFrame) -> None:
+        write_table(self.path(kind, name), frame, {"cache": True})
 
-def write_cache_table(path: UPath, frame: pl.DataFrame) -> None:
-    write_table(path, frame, {"cache": True})
+    def kv(self, kind: str, name: str) -> dict[str, str]:
+        frame = self.table(kind, name)
+        return dict(zip(frame[KEY].to_list(), frame[VALUE].to_list())) if frame is not None else {}
 
-
-def read_kv(path: UPath) -> dict[str, str]:
-    frame = read_cache_table(path)
-    return dict(zip(frame[KEY].to_list(), frame[VALUE].to_list())) if frame is not None else {}
-
-
-def write_kv(path: UPath, entries: dict[str, str]) -> None:
-    keys = sorted(entries)
-    write_cache_table(path, pl.DataFrame({KEY: keys, VALUE: [entries[k] for k in keys]}, schema={KEY: pl.String(), VALUE: pl.String()}))
+    def put_kv(self, kind: str, name: str, entries: dict[str, str]) -> None:
+        keys = sorted(entries)
+        frame = pl.DataFrame({KEY: keys, VALUE: [entries[k] for k in keys]}, schema={KEY: pl.String(), VALUE: pl.String()})
+        self.put_table(kind, name, frame)

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from upath import UPath
 
+from seem_dagster.config import IngestConfig
 from seem_dagster.store.keys import file_stem
 from seem_dagster.store.snapshot import TEMP_PREFIX, as_root
 
@@ -26,15 +27,20 @@ class Source:
     path: str
     format: str
     fingerprint: str
-    max_turn_chars: int
-    allow_empty_turns: bool
+    ingest: IngestConfig  # the options it was registered with: every rebuild reads it the same way
     questions_path: str | None = None
-    speakers: list[str] | None = None
 
-    def ingest_options(self):
-        from seem_dagster.ingest import IngestOptions
+    def to_json(self) -> dict:
+        return {"conversation_id": self.conversation_id, "path": self.path, "format": self.format, "fingerprint": self.fingerprint,
+                "ingest": self.ingest.model_dump(mode="json"), "questions_path": self.questions_path}
 
-        return IngestOptions(self.max_turn_chars, self.allow_empty_turns, tuple(self.speakers) if self.speakers else None)
+    @classmethod
+    def from_json(cls, data: dict) -> Source:
+        data = dict(data)
+        if "ingest" not in data:  # written before the configuration tree: the options were flat
+            data["ingest"] = {"max_turn_chars": data.pop("max_turn_chars"), "allow_empty_turns": data.pop("allow_empty_turns"),
+                              "only_speakers": data.pop("speakers", None)}
+        return cls(**{**data, "ingest": IngestConfig.model_validate(data["ingest"])})
 
 
 def source_path(root, conversation_id: str) -> UPath:
@@ -45,7 +51,7 @@ def write_source(root, source: Source) -> None:
     path = source_path(root, source.conversation_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.parent / f"{TEMP_PREFIX}{path.name}.{uuid.uuid4().hex}"
-    temp.write_text(json.dumps(asdict(source), indent=2, sort_keys=True))
+    temp.write_text(json.dumps(source.to_json(), indent=2, sort_keys=True))
     if getattr(path, "protocol", "") in ("", "file", "local"):
         os.replace(temp.path, path.path)
     else:
@@ -59,4 +65,4 @@ def read_source(root, conversation_id: str) -> Source:
             f"conversation {conversation_id!r} has no registered input under {as_root(root)}; "
             "add it with `seem build --input ...` or drop its file into the inbox"
         )
-    return Source(**json.loads(path.read_text()))
+    return Source.from_json(json.loads(path.read_text()))

@@ -1,21 +1,27 @@
 """event_frames, facts and episodes: SEEM's episodic layer, one conversation per partition."""
 
-import json
 import time
 
 import polars as pl
-from dagster import AssetExecutionContext, AssetIn, AssetOut, BackfillPolicy, MetadataValue, Output, asset, multi_asset
+from dagster import (
+    AssetExecutionContext,
+    AssetIn,
+    AssetOut,
+    BackfillPolicy,
+    MetadataValue,
+    Output,
+    ResourceParam,
+    asset,
+    multi_asset,
+)
 
-from seem_dagster import backends, ids
+from seem_dagster.config import SeemConfig
 from seem_dagster.defs.metadata import markdown_table, table_metadata
 from seem_dagster.defs.partitions import conversations
-from seem_dagster.defs.resources import LlmResource, MemorySettings, SeemSettings
-from seem_dagster.embeddings import CachedEmbedder
-from seem_dagster.episodic import frame_items, fuse_frames
-from seem_dagster.extraction.build import extract_embedded, extract_with_llm
-from seem_dagster.llm.fusion_step import fuse_frames_with_llm
+from seem_dagster.pipeline.episodes import build_episodes
+from seem_dagster.pipeline.extract import extract_conversations
 from seem_dagster.schemas import Episodes, EventFrames, Facts, LlmCalls, Passages
-from seem_dagster.store.cache import cache_path, read_cache_table, read_kv, write_cache_table, write_kv
+from seem_dagster.store.cache import ConversationCache
 
 GROUP = "episodic"
 KINDS = {"parquet", "polars"}
@@ -50,17 +56,11 @@ LLM_POOL = "llm"
     pool=LLM_POOL,
     backfill_policy=BackfillPolicy.single_run(),
 )
-def extract_frames(
-    context: AssetExecutionContext, passages, settings: SeemSettings, memory: MemorySettings, llm: LlmResource
-):
+def extract_frames(context: AssetExecutionContext, passages, seem: ResourceParam[SeemConfig]):
     keys = list(context.partition_keys)
     tables = passages if isinstance(passages, dict) else {keys[0]: passages}
-    llm_settings = llm.settings()
     started = time.perf_counter()
-    if llm_settings.enabled:
-        built = extract_with_llm(settings.root(), tables, llm_settings, backends.extractor(memory.extractor))
-    else:
-        built = {key: extract_embedded(settings.root(), key, table, backends.extractor(memory.extractor)) for key, table in tables.items()}
+    built = extract_conversations(seem.store.root, tables, seem)
     seconds = time.perf_counter() - started
     frames = {k: b.frames for k, b in built.items()}
     facts = {k: b.facts for k, b in built.items()}
@@ -104,8 +104,9 @@ def extract_frames(
         value(calls),
         output_name="llm_calls",
         metadata={
-            **table_metadata(all_calls, [LlmCalls.item_id, LlmCalls.prompt, LlmCalls.status, LlmCalls.calls, LlmCalls.prompt_tokens, LlmCalls.completion_tokens]),
-            "llm": MetadataValue.json(llm_settings.describe()),
+            **table_metadata(all_calls, [LlmCalls.item_id, LlmCalls.prompt, LlmCalls.status, LlmCalls.calls, LlmCalls.prompt_tokens,
+                                         LlmCalls.completion_tokens]),
+            "llm": MetadataValue.json(seem.llm.describe()),
             "model_calls": MetadataValue.int(int(all_calls[LlmCalls.calls].sum() or 0)),
             "cached_results": MetadataValue.int(all_calls.filter(pl.col(LlmCalls.cached)).height),
             "failed": MetadataValue.int(failed.filter(pl.col(LlmCalls.status) == "failed").height),
@@ -132,42 +133,9 @@ def extract_frames(
     "time) or, with a language model, by its same-event judge and merge prompts; each points to every "
     "passage of one event across sessions.",
 )
-def episodes(
-    context: AssetExecutionContext, event_frames: pl.DataFrame, passages: pl.DataFrame, settings: SeemSettings,
-    memory: MemorySettings, llm: LlmResource,
-):
-    root, key = settings.root(), context.partition_key
-    config = memory.fusion_config()
-    base = backends.embedder(memory.embedder)
-    emb_file = cache_path(root, "embeddings", base.name, key)
-    embedder = CachedEmbedder(base, read_cache_table(emb_file))
-    started = time.perf_counter()
-    vectors = embedder.encode(event_frames[EventFrames.summary].to_list())
-    embed_seconds = time.perf_counter() - started
-    if embedder.added:
-        write_cache_table(emb_file, embedder.table())
-
-    llm_settings = llm.settings()
-    items = frame_items(event_frames, passages, vectors)
-    started = time.perf_counter()
-    llm_metadata = {}
-    if llm_settings.enabled:
-        fused = fuse_frames_with_llm(root, key, items, config, llm_settings)
-        table, stats = fused.table, fused.result.stats
-        mode = (f"llm judge: {fused.result.judged_pairs} frame pairs judged, {fused.result.same_event} the same event, "
-                f"{fused.result.rule_fallbacks} decided by the rule after a failed call; {len(fused.result.merged)} merged summaries")
-        llm_metadata = _llm_fusion_metadata(fused.calls())
-    else:
-        config_key = ids.stable_hash("fusion", json.dumps(config.as_metadata(), sort_keys=True), base.name)
-        fusion_file = cache_path(root, "fusion", config_key, key)
-        digests_file = cache_path(root, "fusion-frames", config_key, key)
-        previous = read_cache_table(fusion_file)
-        result = fuse_frames(items, config, previous, config.as_metadata() if previous is not None else None, read_kv(digests_file))
-        table, stats, mode = result.episodes, result.stats, f"{result.mode}: {result.reason}"
-        write_cache_table(fusion_file, table)
-        write_kv(digests_file, result.digests)  # after the episodes: a lone new episodes file only forces a full fusion
-    fuse_seconds = time.perf_counter() - started
-
+def episodes(context: AssetExecutionContext, event_frames: pl.DataFrame, passages: pl.DataFrame, seem: ResourceParam[SeemConfig]):
+    built = build_episodes(ConversationCache(seem.store.root, context.partition_key), event_frames, passages, seem)
+    table, stats = built.table, built.stats
     sizes = table[Episodes.passage_ids].list.len()
     session_of = dict(zip(passages[Passages.passage_id].to_list(), passages[Passages.session_index].to_list()))
     cross = [len({session_of[p] for p in pids}) > 1 for pids in table[Episodes.passage_ids].to_list()]
@@ -176,20 +144,23 @@ def episodes(
         table,
         metadata={
             **table_metadata(table, [Episodes.summary, Episodes.first_time, Episodes.last_time]),
-            "frames": MetadataValue.int(stats.frames),
-            "fusion_rate": MetadataValue.float(round(stats.fusion_rate, 3)),
+            "frames": MetadataValue.int(event_frames.height),
+            # Of the memory, not of this run (an incremental run fuses only the new frames): each frame
+            # either starts an episode or joins one.
+            "fusion_rate": MetadataValue.float(round(1 - table.height / event_frames.height, 3) if event_frames.height else 0.0),
+            "frames_fused_this_run": MetadataValue.int(stats.frames),
             "passages_per_episode_mean": MetadataValue.float(round(float(sizes.mean() or 0), 2)),
             "passages_per_episode_max": MetadataValue.int(int(sizes.max() or 0)),
             "cross_session_episodes": MetadataValue.int(sum(cross)),
-            "fusion_mode": MetadataValue.text(mode),
-            "fusion_config": MetadataValue.json(config.as_metadata()),
-            "embedder": MetadataValue.text(base.name),
-            "embedding_cache_hits": MetadataValue.int(embedder.hits),
-            "embedded": MetadataValue.int(embedder.misses),
-            "embed_seconds": MetadataValue.float(round(embed_seconds, 2)),
-            "fuse_seconds": MetadataValue.float(round(fuse_seconds, 3)),
+            "fusion_mode": MetadataValue.text(built.mode),
+            "fusion_config": MetadataValue.json(seem.fusion.model_dump()),
+            "embedder": MetadataValue.text(built.embedder),
+            "embedding_cache_hits": MetadataValue.int(built.embedding_hits),
+            "embedded": MetadataValue.int(built.embedded),
+            "embed_seconds": MetadataValue.float(round(built.embed_seconds, 2)),
+            "fuse_seconds": MetadataValue.float(round(built.fuse_seconds, 3)),
             "sample_episode": MetadataValue.md(sample),
-            **llm_metadata,
+            **(_llm_fusion_metadata(built.llm_calls) if built.llm_calls is not None else {}),
         },
     )
 

@@ -2,11 +2,11 @@
 
 
 import polars as pl
-from dagster import AssetExecutionContext, AssetOut, MetadataValue, Output, multi_asset
+from dagster import AssetExecutionContext, AssetOut, MetadataValue, Output, ResourceParam, multi_asset
 
+from seem_dagster.config import SeemConfig
 from seem_dagster.defs.metadata import table_metadata
 from seem_dagster.defs.partitions import conversations
-from seem_dagster.defs.resources import SeemSettings
 from seem_dagster.ingest import load_input
 from seem_dagster.schemas import Passages, Questions
 from seem_dagster.store.sources import read_source
@@ -33,10 +33,10 @@ GROUP = "ingest"
         ),
     },
 )
-def ingest_conversation(context: AssetExecutionContext, settings: SeemSettings):
+def ingest_conversation(context: AssetExecutionContext, seem: ResourceParam[SeemConfig]):
     conversation_id = context.partition_key
-    source = read_source(settings.root(), conversation_id)
-    options = source.ingest_options()
+    source = read_source(seem.store.root, conversation_id)
+    options = source.ingest
     (conv,) = load_input(
         source.path, source.format, options, questions=source.questions_path, conversations=[conversation_id]
     )
@@ -55,7 +55,7 @@ def ingest_conversation(context: AssetExecutionContext, settings: SeemSettings):
             "skipped_empty_turns": MetadataValue.int(len(conv.skipped)),
             "skipped_detail": MetadataValue.md("\n".join(f"- {s}" for s in conv.skipped) or "none"),
             "excluded_turns": MetadataValue.int(conv.excluded),
-            "kept_speakers": MetadataValue.text(", ".join(options.speakers) if options.speakers else "all"),
+            "kept_speakers": MetadataValue.text(", ".join(options.only_speakers) if options.only_speakers else "all"),
             "source": MetadataValue.path(source.path),
             "format": MetadataValue.text(source.format),
         },

@@ -2,12 +2,12 @@
 
 import numpy as np
 import polars as pl
-from dagster import AssetExecutionContext, AssetIn, MetadataValue, Output, asset
+from dagster import AssetExecutionContext, AssetIn, MetadataValue, Output, ResourceParam, asset
 
 from seem_dagster import backends
+from seem_dagster.config import SeemConfig
 from seem_dagster.defs.metadata import markdown_table, table_metadata
 from seem_dagster.defs.partitions import conversations
-from seem_dagster.defs.resources import LlmResource, MemorySettings, SeemSettings
 from seem_dagster.llm.session import LlmSession
 from seem_dagster.retrieval.answer import ask
 from seem_dagster.retrieval.index import MemoryIndex
@@ -24,22 +24,21 @@ from seem_dagster.schemas import Passages, Questions, Retrieved, table
 )
 def retrieved_context(
     context: AssetExecutionContext, questions, passages, facts, entities, episodes, graph_edges, retrieval_index,
-    memory: MemorySettings, llm: LlmResource, settings: SeemSettings,
+    seem: ResourceParam[SeemConfig],
 ):
     index = MemoryIndex.from_tables(passages, facts, entities, episodes, graph_edges, retrieval_index)
-    llm_settings = llm.settings()
-    session = LlmSession(llm_settings, settings.store_root, context.partition_key) if llm_settings.enabled else None
+    session = LlmSession(seem.llm, seem.store.root, context.partition_key) if seem.llm.enabled else None
     answers = []
-    extractor, embedder = backends.extractor(memory.extractor), backends.embedder(memory.embedder)
-    config = memory.retrieval_config()
+    extractor, embedder = backends.extractor(seem.extraction.extractor), backends.embedder(seem.extraction.embedder)
     refs = dict(zip(passages[Passages.passage_id].to_list(), passages[Passages.source_ref].to_list()))
     rows, seconds, recalls = [], [], []
     for q in questions.iter_rows(named=True):
-        answered = ask(index, q[Questions.question], q[Questions.question_date], extractor, embedder, config, llm=session)
+        answered = ask(index, q[Questions.question], q[Questions.question_date], extractor, embedder, seem.retrieval,
+                       budget_words=seem.query.budget_words, llm=session)
         seconds.append(answered.seconds)
         if session is not None:
             answers.append((q[Questions.question_id], q[Questions.question], (answered.answer or {}).get("answer"), q[Questions.answer]))
-        top = answered.result.ranked[: memory.k]
+        top = answered.result.ranked[: seem.query.k]
         for rank, item in enumerate(top, start=1):
             rows.append((q[Questions.question_id], rank, item.passage_id, refs[item.passage_id], item.score, item.reason))
         gold = set(q[Questions.evidence])

@@ -1,0 +1,190 @@
+"""The configuration tree: every setting of seem-dagster and its default, in one place.
+
+One typed, frozen model per stage (store, ingest, extraction, fusion, synonyms, retrieval, query,
+llm, evaluation), nested under ``SeemConfig``. The pure modules take their own section
+(``fuse(frames, config.fusion)``); the CLI, the Dagster resource and the evaluation resolve the
+whole tree from files, the environment, ``--set`` and run config (``config/resolve.py``) and hand
+the sections down. Nothing else defines a default. Descriptions are what ``seem config show`` and
+the Dagster launchpad show.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+DEFAULT_API_KEY_ENV = "SEEM_LLM_API_KEY"
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+
+    def replace(self, **changes) -> Section:
+        """A copy with ``changes`` applied and validated (pydantic's model_copy does not validate)."""
+        return type(self).model_validate({**self.model_dump(), **changes})
+
+
+class StoreConfig(Section):
+    root: str = Field("assets", description="snapshot store: a local folder or an fsspec URL")
+    inbox: str = Field("inbox", description="folder the inbox sensor watches for new or grown input files")
+
+
+class IngestConfig(Section):
+    max_turn_chars: int = Field(32_000, gt=0, description="a longer turn is rejected as bad input")
+    allow_empty_turns: bool = Field(False, description="skip empty turns (each one reported) instead of rejecting the file")
+    only_speakers: tuple[str, ...] | None = Field(
+        None, description="keep only these speakers' turns (LongMemEval's official corpus: user); the rest are counted"
+    )
+
+
+class ExtractionConfig(Section):
+    extractor: Literal["embedded"] = Field(
+        "embedded", description="extractor without a language model (a model is chosen in llm.backend)"
+    )
+    embedder: Literal["minilm"] = Field("minilm", description="sentence embedder for passages, frames, facts and entity names")
+
+
+class FusionConfig(Section):
+    """The rule judge of associative fusion (fusion.py). Defaults: the best of
+    benchmarks/tune_fusion.py's grid on LoCoMo dev (docs/experiments.md)."""
+
+    candidates: int = Field(3, ge=1, description="most similar episodes the judge compares a new frame with")
+    threshold: float = Field(0.68, description="judge score (cosine + bonuses) at which a frame joins an episode")
+    min_similarity: float = Field(0.3, description="cosine below which a frame never joins, whatever the bonuses")
+    adjacency_bonus: float = Field(0.0, description="bonus when the frame follows one of the episode's turns closely")
+    adjacency_turns: int = Field(2, ge=0, description="turns within which a frame counts as adjacent")
+    participant_bonus: float = Field(0.15, description="bonus for a shared named participant or place (not a speaker)")
+    time_bonus: float = Field(0.0, description="bonus when the frame is within time_window_days of the episode")
+    time_window_days: float = Field(14.0, ge=0, description="window of the time bonus")
+    max_passages: int = Field(32, ge=1, description="an episode holds at most this many turns")
+    link: Literal["max", "centroid"] = Field(
+        "max", description="episode similarity: its closest member frame (max) or the centroid of its frames"
+    )
+
+
+class SynonymConfig(Section):
+    threshold: float = Field(0.8, description="entity names with cosine at least this get a synonym edge")
+    max_per_node: int = Field(100, ge=0, description="synonym edges per entity at most")
+
+
+class RetrievalConfig(Section):
+    """Fact seeds, personalized PageRank over a passage prior, then Reverse Provenance Expansion.
+    The values were measured with `seem eval` on the dev data; docs/experiments.md has the runs."""
+
+    use_graph: bool = Field(True, description="seed PageRank from the question's facts (false: rank by the passage prior)")
+    use_rpe: bool = Field(True, description="Reverse Provenance Expansion after ranking")
+    top_facts: int = Field(5, ge=0, description="facts that seed the walk")
+    min_fact_score: float = Field(0.3, description="a fact below this cosine with the question seeds nothing")
+    damping: float = Field(0.5, gt=0, lt=1, description="PageRank: probability of continuing the walk (igraph's damping)")
+    passage_share: float = Field(2.0, ge=0, description="weight of each passage's prior in the PageRank reset vector")
+    lexical_weight: float = Field(
+        0.5, ge=0, description="BM25 (scaled to the best passage's) added to the dense cosine in the prior: MiniLM misses names"
+    )
+    answer_share: float = Field(
+        0.35, ge=0, description="a reply inherits this share of the prior of the question turn it answers"
+    )
+    top_passages_rpe: int = Field(1, ge=0, description="top passages that RPE expands")
+    rpe_max_per_episode: int = Field(2, ge=0, description="nearest turns each expanded passage brings")
+    rpe_scope: Literal["episode", "session", "both"] = Field(
+        "both", description="what RPE draws from: the anchor's fused episode, its session's neighbours, or both"
+    )
+    rpe_turn_window: int = Field(
+        1, ge=0, description="session turns within this many turns of the original conversation are neighbours"
+    )
+    rpe_follow_reply: bool = Field(True, description="RPE also brings the reply to an expanded turn that asks a question")
+    rpe_name_turns: int = Field(
+        3, ge=0, description="a proper name that at most this many turns mention links them in RPE (0: off)"
+    )
+    rpe_name_links: int = Field(2, ge=0, description="turns a name link brings at most")
+
+
+class QueryConfig(Section):
+    k: int = Field(10, ge=1, description="passages `seem query` prints and `retrieved_context` keeps per question")
+    budget_words: int = Field(1000, ge=1, description="words of passage text in the context an answering model reads")
+
+
+class LlmConfig(Section):
+    """The language model: ``embedded`` means none (the spaCy extractor builds the memory).
+
+    ``response_format`` chooses how the schema reaches an HTTP server: ``json_schema`` (OpenAI,
+    ``vllm serve``) or ``json_object`` with the schema inside it (llama.cpp's server, which answers
+    500 to json_schema). The API key is read from the environment variable named by
+    ``api_key_env`` at call time and never stored, so it cannot reach logs, metadata or tables.
+    """
+
+    backend: Literal["embedded", "openai", "vllm"] = Field(
+        "embedded", description="embedded (no model), openai (any OpenAI-compatible server) or vllm (offline batch, GPU)"
+    )
+    model: str = Field("", description="model name as the server or vLLM knows it")
+    base_url: str = Field("", description="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+    api_key_env: str = Field(DEFAULT_API_KEY_ENV, description="environment variable holding the API key (never printed)")
+    response_format: Literal["json_schema", "json_object"] = Field(
+        "json_schema", description="json_schema (OpenAI, vllm serve) or json_object with the schema (llama.cpp's server)"
+    )
+    max_concurrency: int = Field(8, ge=1, description="HTTP requests in flight")
+    timeout_s: float = Field(120.0, gt=0, description="seconds per HTTP request")
+    max_retries: int = Field(4, ge=0, description="retries on 429, 5xx, timeouts and connection errors")
+    backoff_s: float = Field(1.0, ge=0, description="first retry's wait; doubles each retry")
+    max_tokens: int = Field(768, ge=1, description="cap on every reply's tokens (each prompt has its own lower cap)")
+    temperature: float = Field(0.0, ge=0, description="sampling temperature (0: the cache gives what a new call would)")
+    tensor_parallel_size: int = Field(1, ge=1, description="vLLM offline batch: GPUs per model")
+    max_model_len: int = Field(8192, ge=256, description="vLLM offline batch: context length")
+
+    @model_validator(mode="after")
+    def _reachable(self) -> LlmConfig:
+        if self.backend != "embedded" and not self.model:
+            raise ValueError(f"backend {self.backend!r} needs a model name (llm.model, --model or SEEM_LLM_MODEL)")
+        if self.backend == "openai" and not self.base_url:
+            raise ValueError("backend 'openai' needs a base URL (llm.base_url, --base-url or SEEM_LLM_BASE_URL), "
+                             "e.g. http://127.0.0.1:8000/v1")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return self.backend != "embedded"
+
+    def api_key(self) -> str | None:
+        return os.environ.get(self.api_key_env) or None
+
+    def describe(self) -> dict:
+        """What may be shown (metadata, logs): everything but the key, which is only named."""
+        return {"backend": self.backend, "model": self.model, "base_url": self.base_url, "response_format": self.response_format,
+                "api_key_env": self.api_key_env, "api_key_set": self.api_key() is not None, "max_tokens": self.max_tokens}
+
+
+Method = Literal["seem", "seem-no-rpe", "seem-no-fusion", "graph-only", "dense", "bm25", "hybrid"]
+METHODS: tuple[str, ...] = get_args(Method)
+
+
+class EvaluationConfig(Section):
+    methods: tuple[Method, ...] = Field(METHODS, min_length=1, description="retrieval methods `seem eval` compares")
+    ks: tuple[int, ...] = Field((5, 10, 25, 50), min_length=1, description="LoCoMo recall cut-offs")
+    budgets: tuple[int, ...] = Field((500, 1000, 2000), description="LoCoMo context budgets in words")
+    granularities: tuple[Literal["session", "turn"], ...] = Field(
+        ("session", "turn"), min_length=1, description="LongMemEval levels scored"
+    )
+    corpus: Literal["user", "all"] = Field(
+        "user", description="LongMemEval turns in the memory: the official protocol's user turns, or all"
+    )
+    answer_methods: tuple[Method, ...] = Field(("seem", "hybrid"), description="with a language model: methods answered and judged")
+    answer_budget: int = Field(1000, ge=1, description="with a language model: context words per answer")
+
+    @model_validator(mode="after")
+    def _positive(self) -> EvaluationConfig:
+        if any(k <= 0 for k in self.ks) or any(b <= 0 for b in self.budgets):
+            raise ValueError("ks and budgets must be positive integers")
+        return self
+
+
+class SeemConfig(Section):
+    store: StoreConfig = StoreConfig()
+    ingest: IngestConfig = IngestConfig()
+    extraction: ExtractionConfig = ExtractionConfig()
+    fusion: FusionConfig = FusionConfig()
+    synonyms: SynonymConfig = SynonymConfig()
+    retrieval: RetrievalConfig = RetrievalConfig()
+    query: QueryConfig = QueryConfig()
+    llm: LlmConfig = LlmConfig()
+    evaluation: EvaluationConfig = EvaluationConfig()

@@ -1,0 +1,51 @@
+"""The graph step: entities from facts, synonym edges (comparing only entities new since the saved
+comparison), and the edge table."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import polars as pl
+
+from seem_dagster.config import SeemConfig
+from seem_dagster.graph.build import graph_edges
+from seem_dagster.graph.entities import entities_from_facts, synonym_edges
+from seem_dagster.pipeline.embedding import cached_embedder, save_vectors
+from seem_dagster.schemas import Entities
+from seem_dagster.store.cache import ConversationCache
+
+KNOWN, EDGE = "known", "edge"
+
+
+@dataclass
+class GraphBuilt:
+    entities: pl.DataFrame
+    edges: pl.DataFrame
+    comparisons: int  # entity vector pairs scored for synonyms this run
+    new_entities: int  # entities not compared before
+    synonym_seconds: float
+
+
+def build_graph(cache: ConversationCache, facts: pl.DataFrame, config: SeemConfig) -> GraphBuilt:
+    entities = entities_from_facts(facts)
+    embedder = cached_embedder(cache, config.extraction.embedder)
+    vectors = embedder.encode(entities[Entities.name].to_list())
+    save_vectors(cache, embedder)
+    synonyms = config.synonyms
+    name = f"{embedder.name}-{synonyms.threshold}-{synonyms.max_per_node}"
+    saved = cache.table("synonyms", name)
+    known = set(saved.filter(pl.col("kind") == KNOWN)["source"].to_list()) if saved is not None else set()
+    old_edges = ([tuple(r) for r in saved.filter(pl.col("kind") == EDGE).select("source", "target", "weight").iter_rows()]
+                 if saved is not None else [])
+    ids = entities[Entities.entity_id].to_list()
+    started = time.perf_counter()
+    result = synonym_edges(ids, vectors, synonyms, previous=old_edges, known=known)
+    seconds = time.perf_counter() - started
+    cache.put_table("synonyms", name, pl.DataFrame({
+        "kind": [EDGE] * len(result.edges) + [KNOWN] * len(ids),
+        "source": [a for a, _, _ in result.edges] + ids,
+        "target": [b for _, b, _ in result.edges] + [""] * len(ids),
+        "weight": [w for _, _, w in result.edges] + [0.0] * len(ids),
+    }))
+    return GraphBuilt(entities, graph_edges(facts, result.edges), result.comparisons, len(set(ids) - known), seconds)

@@ -1,0 +1,65 @@
+"""How the package hangs together: its parts import each other in one direction only, and the pure
+parts import neither Dagster nor the Dagster layer."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+from conftest import ROOT
+
+PACKAGE = ROOT / "seem_dagster"
+# Parts that must stay free of Dagster: the configuration, ingestion, the method, retrieval, the
+# model clients and the pipeline steps (assets call them; they never call back).
+PURE = ("config", "ingest", "extraction", "fusion", "episodic", "graph", "retrieval", "llm", "pipeline", "embeddings",
+        "schemas", "ids", "store", "backends", "registry")
+
+
+def _part(path: Path) -> str:
+    rel = path.relative_to(PACKAGE).with_suffix("")
+    return rel.parts[0] if rel.parts[0] != "__init__" else "seem_dagster"
+
+
+def imports() -> dict[str, dict[str, set[str]]]:
+    """part -> imported module (first component: a part of ours, or an outside package) -> files that import it."""
+    graph: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for path in PACKAGE.rglob("*.py"):
+        part = _part(path)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module] if node.module != "seem_dagster" else [f"seem_dagster.{a.name}" for a in node.names]
+            for name in names:
+                head, _, rest = name.partition(".")
+                target = rest.split(".")[0] if head == "seem_dagster" and rest else head
+                if target != part:
+                    graph[part][target].add(str(path.relative_to(ROOT)))
+    return graph
+
+
+def test_no_two_parts_of_the_package_import_each_other_even_through_others():
+    graph = imports()
+    parts = {_part(p) for p in PACKAGE.rglob("*.py")}
+    edges = {a: {b for b in targets if b in parts} for a, targets in graph.items()}
+    cycles = []
+
+    def visit(node, path):
+        for nxt in sorted(edges.get(node, ())):
+            if nxt in path:
+                cycles.append(path[path.index(nxt):] + [nxt])
+            elif len(path) < len(parts):
+                visit(nxt, path + [nxt])
+
+    for start in sorted(edges):
+        visit(start, [start])
+    assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles[:5])
+
+
+def test_pure_parts_do_not_import_dagster_or_the_dagster_layer():
+    graph = imports()
+    offenders = {part: sorted(graph[part]["dagster"] | graph[part]["defs"] | graph[part]["definitions"])
+                 for part in PURE if graph[part]["dagster"] | graph[part]["defs"] | graph[part]["definitions"]}
+    assert not offenders, offenders
