@@ -122,6 +122,21 @@ def test_pagerank_ranks_the_passage_of_the_seed_fact_first():
     assert scores == sorted(scores, reverse=True)
 
 
+def test_passages_the_walk_reaches_equally_are_ordered_by_their_prior_every_time():
+    # p1 and p2 each tune the seed's guitar with a person of their own: their PageRank is equal in exact
+    # arithmetic, and prpack returns it with ~1e-14 of run-to-run noise, which must not decide the
+    # order. The prior does (p2 matches the question better), and the same way on every call.
+    idx = index(
+        [("Ann", "play", "guitar", "p0"), ("Bo", "tune", "guitar", "p1"), ("Cy", "tune", "guitar", "p2")],
+        [unit(1, 0), unit(0, 1), unit(0, 1)], 4, [unit(0, 0, 1), unit(0, 0, 1, 1), unit(0, 0, 1), unit(0, 0, 0, 1)],
+    )
+    cfg = RetrievalConfig(top_facts=1, use_rpe=False, passage_share=0.0, lexical_weight=0.0, answer_share=0.0)
+    runs = [retrieve(idx, unit(1, 0, 1), np.zeros((0, DIM), np.float32), cfg) for _ in range(20)]
+    assert runs[0].mode == "graph" and [s.object for s in runs[0].seeds] == ["guitar"]
+    assert {tuple(r.passage_id for r in run.ranked) for run in runs} == {("p0", "p2", "p1", "p3")}
+    assert runs[0].ranked[1].score == runs[0].ranked[2].score
+
+
 def test_dense_fallback_when_no_fact_is_usable():
     idx = index([("Ann", "play", "guitar", "p0")], [unit(1, 0)], 3, [unit(0, 1), unit(0, 0, 1), unit(0, 0.2, 1)])
     result = retrieve(idx, unit(0, 0, 1), np.zeros((0, DIM), np.float32), RetrievalConfig(min_fact_score=0.5, use_rpe=False))
@@ -295,5 +310,18 @@ def test_seem_query_json_contract_on_a_built_locomo_conversation(locomo_dev, tmp
     bad = subprocess.run([seem, "query", "--store", store, "--conversation", "conv-30", "--set", "retrieval.use_rpe=maybe", "hi"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "retrieval.use_rpe" in bad.stderr
+    # A ranking is the same on every call: prpack's ~1e-14 noise reordered graph-only's tail before the
+    # PageRank masses were rounded (32 of conv-30's first 40 questions differed between two calls).
+    from seem_dagster import backends
+    from seem_dagster.evaluation.methods import rankers
+    from seem_dagster.retrieval.load import load_index
+    from seem_dagster.retrieval.query import encode_query
+    from seem_dagster.store.snapshot import read_table, table_path
+
+    idx = load_index(store, "conv-30")
+    questions = read_table(table_path(store, "questions", "conv-30"))["question"].to_list()[:40]
+    queries = [encode_query(q, datetime(2023, 8, 1), backends.extractor(), backends.embedder(), "conv-30") for q in questions]
+    for name, rank in rankers(RetrievalConfig(), ["seem", "graph-only"]).items():
+        assert [rank(idx, q) for q in queries] == [rank(idx, q) for q in queries], name
     missing = subprocess.run([seem, "query", "--store", store, "--conversation", "nope", "hello"], capture_output=True, text=True)
     assert missing.returncode == 1 and "no snapshot" in missing.stderr and len(missing.stderr.strip().splitlines()) == 1

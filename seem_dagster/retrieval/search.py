@@ -15,6 +15,8 @@ from seem_dagster.graph.entities import entity_id, normalise
 from seem_dagster.retrieval.index import MemoryIndex
 from seem_dagster.schemas import Episodes, Facts, Passages
 
+PAGERANK_DECIMALS = 10
+
 
 @dataclass(frozen=True)
 class Seed:
@@ -107,6 +109,9 @@ def retrieve(
                 directed=False, damping=config.damping, reset=reset.tolist(), weights="weight", implementation="prpack"
             )
         )[: len(ids)]
+        # prpack's masses differ by ~1e-14 between identical calls; rounded, passages the walk reaches
+        # equally tie and fall back to the prior, so a ranking is the same every time.
+        pr = np.round(pr, PAGERANK_DECIMALS)
         order = np.lexsort((-prior, -pr))
         seed_source = {s.passage_id: s for s in seeds}
         ranked = []
