@@ -118,11 +118,10 @@ def test_query_job_turns_stored_questions_into_retrieved_context(tmp_path):
 def test_run_config_changes_a_setting_for_one_run_and_each_table_records_what_made_it(tmp_path):
     store, instance = tmp_path / "store", DagsterInstance.ephemeral()
     register_file(store, str(SAMPLE), "jsonl")
-    instance.add_dynamic_partitions("conversations", [CID])
-    job = build_defs(tree(store)).resolve_job_def("build_memory")
-    run_config = {"resources": {"seem": {"config": {"fusion": {"threshold": 0.99}}}}}
-    result = job.execute_in_process(instance=instance, partition_key=CID, run_config=run_config)
-    assert result.success
+    defs = build_defs(tree(store))
+    (result,) = build_conversations(defs, [CID], instance=instance,
+                                    run_config={"resources": {"seem": {"config": {"fusion": {"threshold": 0.99}}}}})
+    assert result.success, result.error
     footers = {a: snapshot.read_footer(snapshot.table_path(store, a, CID)) for a in ("passages", "event_frames", "episodes")}
     assert footers["episodes"]["stage"]["fusion"]["threshold"] == 0.99 and _meta(instance, "episodes")["fusion_config"]["threshold"] == 0.99
     assert {f["build_id"] for f in footers.values()} == {result.run_id}
@@ -130,6 +129,10 @@ def test_run_config_changes_a_setting_for_one_run_and_each_table_records_what_ma
                                                "passages": footers["passages"]["fingerprint"]}
     assert footers["passages"]["stage"]["source"]["path"] == str(SAMPLE)
     assert _meta(instance, "episodes")["made_from"] == footers["episodes"]["upstream"]
+    # A run config the tree refuses fails the run before any step, with the setting named.
+    (bad,) = build_conversations(defs, [CID], instance=instance, run_config={"resources": {"seem": {"config": {"llm": {"backend": "openai"}}}}})
+    assert not bad.success and bad.error.endswith("settings [llm]: backend 'openai' needs a model name (llm.model, --model or "
+                                                  "SEEM_LLM_MODEL) (set: llm.backend from dagster run config)")
 
 
 def test_a_step_refuses_inputs_from_two_builds(tmp_path):

@@ -27,18 +27,31 @@ def instance_for_cli() -> DagsterInstance:
     return DagsterInstance.ephemeral()
 
 
+# How Dagster's own errors around the real one begin (loading an input, running the op, a resource).
+DAGSTER_WRAPPERS = ("dagster._core.errors.", "Error occurred while", "Error executing resource_fn")
+
+
+def _cause(err) -> str:
+    """The real error inside Dagster's wrappers, as its last line."""
+    while err.cause is not None and err.message.startswith(DAGSTER_WRAPPERS):
+        err = err.cause
+    text = err.message.strip()
+    return text.splitlines()[-1] if text else err.cls_name
+
+
 def _failure_message(result) -> str:
     for event in result.all_events:
         if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
-            err = event.step_failure_data.error
-            while err.cause is not None and "Error occurred while" in err.message:  # Dagster's wrappers
-                err = err.cause
-            return f"{event.step_key}: {err.message.strip().splitlines()[-1] if err.message.strip() else err.cls_name}"
+            return f"{event.step_key}: {_cause(event.step_failure_data.error)}"
     for event in result.all_events:
         if event.event_type_value == "ASSET_CHECK_EVALUATION":
             data = event.event_specific_data
             if not data.passed:
                 return f"check {data.check_name} failed on {data.asset_key.to_user_string()}"
+    for event in result.all_events:  # before any step: resources (a setting in run config) or the run itself
+        error = getattr(event.event_specific_data, "error", None)
+        if event.event_type_value in ("RESOURCE_INIT_FAILURE", "RUN_FAILURE") and error is not None:
+            return _cause(error)
     return "run failed"
 
 
@@ -50,7 +63,9 @@ def build_conversations(
     progress: bool = False,
     job_name: str = "build_memory",
     log_level: str = "WARNING",
+    run_config: dict | None = None,
 ) -> list[RunOutcome]:
+    """``run_config`` goes to every run (e.g. ``{"resources": {"seem": {"config": {...}}}}``)."""
     instance = instance or instance_for_cli()
     ids = list(conversation_ids)
     known = set(instance.get_dynamic_partitions(conversations.name))
@@ -69,7 +84,7 @@ def build_conversations(
             instance=instance,
             partition_key=cid,
             raise_on_error=False,
-            run_config={"loggers": {"console": {"config": {"log_level": log_level}}}},
+            run_config={"loggers": {"console": {"config": {"log_level": log_level}}}, **(run_config or {})},
         )
         steps = {
             e.step_key: e.event_specific_data.duration_ms / 1000
