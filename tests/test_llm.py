@@ -213,6 +213,7 @@ def test_a_partition_range_is_extracted_in_one_step_as_one_batch(tmp_path):
     from seem_dagster.defs.assemble import build_defs
     from seem_dagster.defs.assets.episodic import extract_frames
     from seem_dagster.defs.assets.ingest import ingest_conversation
+    from seem_dagster.defs.checks import CHECKS
     from seem_dagster.defs.runner import build_conversations
     from seem_dagster.registry import register_file
     from seem_dagster.store.snapshot import read_table, table_path
@@ -231,14 +232,19 @@ def test_a_partition_range_is_extracted_in_one_step_as_one_batch(tmp_path):
     assert extract_frames.backfill_policy.max_partitions_per_run is None  # single_run
     assert extract_frames.op.pool == "llm"  # model steps share one concurrency pool
     resources = dict(defs.resources)
+    checks = [c for c in CHECKS if {k.asset_key.path[-1] for k in c.check_keys} & {"event_frames", "facts", "llm_calls"}]
     result = materialize(
-        [ingest_conversation, extract_frames], selection=[AssetKey("event_frames"), AssetKey("facts"), AssetKey("llm_calls")],
+        [ingest_conversation, extract_frames, *checks], selection=[AssetKey("event_frames"), AssetKey("facts"), AssetKey("llm_calls")],
         instance=instance, resources=resources,
         tags={ASSET_PARTITION_RANGE_START_TAG: "alpha", ASSET_PARTITION_RANGE_END_TAG: "beta"},
     )
     assert result.success
-    steps = [e for e in result.all_events if e.event_type_value == "STEP_SUCCESS"]
-    assert len(steps) == 1  # both conversations in one step
+    steps = [e.step_key for e in result.all_events if e.event_type_value == "STEP_SUCCESS"]
+    assert "extract_frames" in steps and len(steps) == 1 + len(checks)  # both conversations in one extraction step
+    evaluations = [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
+    # Each blocking check read the range as {partition: table} and checked both conversations.
+    assert len(evaluations) == len(checks) == 5 and all(c.passed for c in evaluations)
+    assert all(c.metadata["partitions"].value == 2 for c in evaluations)
     materialized = [e.event_specific_data.materialization for e in result.all_events if e.event_type_value == "ASSET_MATERIALIZATION"]
     assert sorted((m.asset_key.path[-1], m.partition) for m in materialized if m.asset_key.path[-1] == "event_frames") == [
         ("event_frames", "alpha"), ("event_frames", "beta")]
@@ -367,3 +373,15 @@ def test_seem_eval_with_a_model_builds_answers_and_judges_then_reuses_everything
         assert "A blue mug" in metadata["answers"].value and metadata["answer_failures"].value == 0
     finally:
         server.shutdown()
+
+
+def test_a_reply_is_cached_under_everything_that_shapes_it():
+    api, _ = stand_in_api(lambda convo: json.dumps({"correct": True, "reason": "scripted"}))
+
+    def key(**settings):
+        engine = VllmEngine(LlmConfig(backend="vllm", model="m", **settings), api=api)
+        return LlmClient(engine).run(judge.PROMPT, [("q", {"x": 1})]).records[0].key
+
+    base = key()
+    assert key() == base
+    assert len({base, key(temperature=0.7), key(response_format="json_object"), key(max_tokens=64)}) == 4

@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import reprlib
 import tomllib
 import types
 import typing
@@ -98,26 +99,44 @@ def file_layer(path: str | Path) -> Layer:
     """A YAML (.yaml, .yml, .json) or TOML (.toml) file shaped like the tree."""
     p = Path(path)
     source = f"file {p}"
+    if p.suffix not in (".toml", ".yaml", ".yml", ".json"):
+        raise ConfigError(f"config file {p}: unknown kind {p.suffix or '(no suffix)'!r}; use .toml, .yaml, .yml or .json")
     try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"config file {p}: not found") from None
-    except IsADirectoryError:
-        raise ConfigError(f"config file {p}: is a directory, expected a file") from None
+        if not p.is_file():
+            raise ConfigError(f"config file {p}: " + ("not found" if not p.exists() else "not a regular file"))
+        with p.open("rb") as fh:
+            raw = fh.read(MAX_FILE_BYTES + 1)
+    except OSError as err:
+        raise ConfigError(f"config file {p}: cannot be read: {err.strerror or err}") from None
     if len(raw) > MAX_FILE_BYTES:
-        raise ConfigError(f"config file {p}: {len(raw)} bytes, over the limit of {MAX_FILE_BYTES}")
+        raise ConfigError(f"config file {p}: over the limit of {MAX_FILE_BYTES} bytes")
     try:
         text = raw.decode("utf-8")
         if p.suffix == ".toml":
             data = tomllib.loads(text)
-        elif p.suffix in (".yaml", ".yml", ".json"):
-            data = yaml.safe_load(text) or {}
+        elif p.suffix == ".json":
+            data = json.loads(text)
         else:
-            raise ConfigError(f"config file {p}: unknown kind {p.suffix or '(no suffix)'!r}; use .toml, .yaml, .yml or .json")
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError, yaml.YAMLError) as err:
+            data = _yaml(text) or {}
+    except RecursionError:
+        raise ConfigError(f"config file {p}: nested too deeply") from None
+    except (UnicodeDecodeError, ValueError, yaml.YAMLError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ConfigError(f"config file {p}: cannot be read: {first}") from None
     return Layer(source, flatten(data, source))
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """YAML without anchors and aliases: a few bytes of aliases can expand to gigabytes."""
+
+    def fetch_alias(self):
+        raise yaml.YAMLError("anchors and aliases are not allowed")
+
+    fetch_anchor = fetch_alias
+
+
+def _yaml(text: str):
+    return yaml.load(text, Loader=_NoAliasLoader)
 
 
 def env_key(variable: str) -> str | None:
@@ -176,11 +195,20 @@ def read_text(setting: Setting, value: str) -> object:
     if _is_sequence(setting.annotation):
         if stripped.startswith("["):
             try:
-                return yaml.safe_load(stripped)
-            except yaml.YAMLError:
-                raise ConfigError(f"{setting.key}: {value!r} is not a list") from None
+                return _yaml(stripped)
+            except (yaml.YAMLError, RecursionError):
+                raise ConfigError(f"setting {setting.key}: {_short(value)} is not a list of values") from None
         return [part.strip() for part in stripped.split(",") if part.strip()]
     return value
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring, _REPR.maxother, _REPR.maxlist, _REPR.maxlevel = 80, 80, 8, 2
+
+
+def _short(value) -> str:
+    """A value as an error message quotes it: bounded, whatever was sent."""
+    return _REPR.repr(value)
 
 
 def _unflatten(flat: Mapping[str, object]) -> dict:
@@ -257,7 +285,7 @@ def _explain(err: ValidationError, flat: Mapping, sources: Mapping[str, str]) ->
     message = first["msg"].removeprefix("Value error, ")
     if len(loc) >= 2:
         key = ".".join(loc[:2])
-        where = f" (value {flat[key]!r} from {sources[key]})" if key in flat else ""
+        where = f" (value {_short(flat[key])} from {sources[key]})" if key in flat else ""
         element = f" item {loc[2]}" if len(loc) > 2 else ""
         return f"setting {key}{element}: {message}{where}"
     section = loc[0] if loc else "configuration"

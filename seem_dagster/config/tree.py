@@ -13,13 +13,13 @@ from __future__ import annotations
 import os
 from typing import Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 DEFAULT_API_KEY_ENV = "SEEM_LLM_API_KEY"
 
 
 class Section(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True, allow_inf_nan=False)
 
     def replace(self, **changes) -> Section:
         """A copy with ``changes`` applied and validated (pydantic's model_copy does not validate)."""
@@ -29,6 +29,19 @@ class Section(BaseModel):
 class StoreConfig(Section):
     root: str = Field("assets", description="snapshot store: a local folder or an fsspec URL")
     inbox: str = Field("inbox", description="folder the inbox sensor watches for new or grown input files")
+
+    @field_validator("root")
+    @classmethod
+    def _reachable(cls, root: str) -> str:
+        from upath import UPath  # constructing one reads nothing; it refuses an unknown protocol
+
+        if not root.strip():
+            raise ValueError("the store root is empty")
+        try:
+            UPath(root)
+        except (ValueError, ImportError) as err:
+            raise ValueError(f"cannot open a store at {root!r}: {err}") from None
+        return root
 
 
 class IngestConfig(Section):

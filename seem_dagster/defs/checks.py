@@ -2,6 +2,7 @@
 
 
 import warnings
+from typing import Any
 
 import pandera.errors
 import polars as pl
@@ -14,6 +15,26 @@ from seem_dagster.schemas import Entities, Episodes, EventFrames, Facts, GraphEd
 # Checks must be partitioned like their assets (unpartitioned ones load every partition); Dagster
 # 1.13 marks that as preview. We rely on it knowingly, so the warning is not repeated on every load.
 warnings.filterwarnings("ignore", category=PreviewWarning, message="Specifying a partitions_def on an AssetCheckSpec")
+
+
+# What a check receives: one conversation's table, or {partition: table} when its step covers a
+# range (BackfillPolicy.single_run). Not annotated as a DataFrame: Dagster would type-check the dict.
+Tables = Any
+
+
+def per_partition(check, *tables) -> AssetCheckResult:
+    """``check`` of one conversation's tables, or of each conversation's when a step covers a range
+    (BackfillPolicy.single_run hands the check {partition: table}); passed only if every one did."""
+    if not isinstance(tables[0], dict):
+        return check(*tables)
+    results = {key: check(*(t[key] for t in tables)) for key in tables[0]}
+    failed = [key for key, r in results.items() if not r.passed]
+    shown = results[failed[0]] if failed else next(iter(results.values()))
+    return AssetCheckResult(
+        passed=not failed, severity=shown.severity,
+        metadata={**shown.metadata, "partitions": MetadataValue.int(len(results)),
+                  "failed_partitions": MetadataValue.text(", ".join(failed) or "none")},
+    )
 
 
 def schema_result(model, frame: pl.DataFrame) -> AssetCheckResult:
@@ -33,33 +54,33 @@ def schema_result(model, frame: pl.DataFrame) -> AssetCheckResult:
 
 
 @asset_check(partitions_def=conversations, asset="passages", blocking=True, description="passages match the Passages schema (pandera)")
-def passages_schema(passages: pl.DataFrame) -> AssetCheckResult:
-    return schema_result(Passages, passages)
+def passages_schema(passages: Tables) -> AssetCheckResult:
+    return per_partition(lambda t: schema_result(Passages, t), passages)
 
 
 @asset_check(partitions_def=conversations, asset="questions", blocking=True, description="questions match the Questions schema (pandera)")
-def questions_schema(questions: pl.DataFrame) -> AssetCheckResult:
-    return schema_result(Questions, questions)
+def questions_schema(questions: Tables) -> AssetCheckResult:
+    return per_partition(lambda t: schema_result(Questions, t), questions)
 
 
 @asset_check(partitions_def=conversations, asset="llm_calls", blocking=True, description="llm_calls match the LlmCalls schema (pandera)")
-def llm_calls_schema(llm_calls: pl.DataFrame) -> AssetCheckResult:
-    return schema_result(LlmCalls, llm_calls)
+def llm_calls_schema(llm_calls: Tables) -> AssetCheckResult:
+    return per_partition(lambda t: schema_result(LlmCalls, t), llm_calls)
 
 
 @asset_check(partitions_def=conversations, asset="event_frames", blocking=True, description="event_frames match the EventFrames schema (pandera)")
-def event_frames_schema(event_frames: pl.DataFrame) -> AssetCheckResult:
-    return schema_result(EventFrames, event_frames)
+def event_frames_schema(event_frames: Tables) -> AssetCheckResult:
+    return per_partition(lambda t: schema_result(EventFrames, t), event_frames)
 
 
 @asset_check(partitions_def=conversations, asset="facts", blocking=True, description="facts match the Facts schema (pandera)")
-def facts_schema(facts: pl.DataFrame) -> AssetCheckResult:
-    return schema_result(Facts, facts)
+def facts_schema(facts: Tables) -> AssetCheckResult:
+    return per_partition(lambda t: schema_result(Facts, t), facts)
 
 
 @asset_check(partitions_def=conversations, asset="episodes", blocking=True, description="episodes match the Episodes schema (pandera)")
-def episodes_schema(episodes: pl.DataFrame) -> AssetCheckResult:
-    return schema_result(Episodes, episodes)
+def episodes_schema(episodes: Tables) -> AssetCheckResult:
+    return per_partition(lambda t: schema_result(Episodes, t), episodes)
 
 
 def provenance_result(pointers: list[str], passages: pl.DataFrame, *, cover_all: bool = False) -> AssetCheckResult:
@@ -82,8 +103,8 @@ def provenance_result(pointers: list[str], passages: pl.DataFrame, *, cover_all:
     asset="event_frames", blocking=True, additional_ins={"passages": AssetIn("passages")},
     description="every frame points to an existing passage, and every passage has a frame",
 )
-def event_frames_provenance(event_frames: pl.DataFrame, passages: pl.DataFrame) -> AssetCheckResult:
-    return provenance_result(event_frames[EventFrames.passage_id].to_list(), passages, cover_all=True)
+def event_frames_provenance(event_frames: Tables, passages: Tables) -> AssetCheckResult:
+    return per_partition(lambda f, p: provenance_result(f[EventFrames.passage_id].to_list(), p, cover_all=True), event_frames, passages)
 
 
 @asset_check(
@@ -91,8 +112,8 @@ def event_frames_provenance(event_frames: pl.DataFrame, passages: pl.DataFrame) 
     asset="facts", blocking=True, additional_ins={"passages": AssetIn("passages")},
     description="every fact points to an existing passage",
 )
-def facts_provenance(facts: pl.DataFrame, passages: pl.DataFrame) -> AssetCheckResult:
-    return provenance_result(facts[Facts.passage_id].to_list(), passages)
+def facts_provenance(facts: Tables, passages: Tables) -> AssetCheckResult:
+    return per_partition(lambda f, p: provenance_result(f[Facts.passage_id].to_list(), p), facts, passages)
 
 
 @asset_check(
@@ -100,14 +121,16 @@ def facts_provenance(facts: pl.DataFrame, passages: pl.DataFrame) -> AssetCheckR
     asset="episodes", blocking=True, additional_ins={"passages": AssetIn("passages")},
     description="every episode pointer resolves, and every passage is in an episode (fusion never loses a turn)",
 )
-def episodes_provenance(episodes: pl.DataFrame, passages: pl.DataFrame) -> AssetCheckResult:
-    pointers = [p for ps in episodes[Episodes.passage_ids].to_list() for p in ps]
-    return provenance_result(pointers, passages, cover_all=True)
+def episodes_provenance(episodes: Tables, passages: Tables) -> AssetCheckResult:
+    def one(episodes, passages):
+        return provenance_result([p for ps in episodes[Episodes.passage_ids].to_list() for p in ps], passages, cover_all=True)
+
+    return per_partition(one, episodes, passages)
 
 
 @asset_check(partitions_def=conversations, asset="entities", blocking=True, description="entities match the Entities schema (pandera)")
-def entities_schema(entities: pl.DataFrame) -> AssetCheckResult:
-    return schema_result(Entities, entities)
+def entities_schema(entities: Tables) -> AssetCheckResult:
+    return per_partition(lambda t: schema_result(Entities, t), entities)
 
 
 @asset_check(
@@ -116,7 +139,11 @@ def entities_schema(entities: pl.DataFrame) -> AssetCheckResult:
     additional_ins={"passages": AssetIn("passages"), "entities": AssetIn("entities")},
     description="graph_edges match the schema and every edge joins existing passage or entity nodes",
 )
-def graph_edges_integrity(graph_edges: pl.DataFrame, passages: pl.DataFrame, entities: pl.DataFrame) -> AssetCheckResult:
+def graph_edges_integrity(graph_edges: Tables, passages: Tables, entities: Tables) -> AssetCheckResult:
+    return per_partition(_graph_edges_integrity, graph_edges, passages, entities)
+
+
+def _graph_edges_integrity(graph_edges: pl.DataFrame, passages: pl.DataFrame, entities: pl.DataFrame) -> AssetCheckResult:
     result = schema_result(GraphEdges, graph_edges)
     if not result.passed:
         return result

@@ -14,10 +14,9 @@ from dagster._core.storage.upath_io_manager import UPathIOManager
 from upath import UPath
 
 from seem_dagster.config import SeemConfig
-from seem_dagster.pipeline.stages import SOURCE_ASSETS, stage_config
+from seem_dagster.pipeline.stages import SOURCE_ASSETS, SOURCE_RECORD, stage_config
 from seem_dagster.store import snapshot
 from seem_dagster.store.keys import file_stem
-from seem_dagster.store.sources import read_source
 
 
 def _step(context) -> tuple[str, str] | None:
@@ -72,14 +71,15 @@ class ParquetSnapshotIOManager(UPathIOManager):
         upstream = {a: r["fingerprint"] for a, s, r in self._loaded.get(step, []) if s == stem and "fingerprint" in r} if step else {}
         return snapshot.write_snapshot(
             path, obj, asset=asset, conversation_id=partition, build_id=step[0] if step else None,
-            upstream=upstream, stage=self._stage(asset, partition),
+            upstream=upstream, stage=self._stage(context, asset),
         )
 
-    def _stage(self, asset: str, partition: str | None) -> dict:
+    def _stage(self, context: OutputContext, asset: str) -> dict:
         if self.config is None:
             return {}
-        source = read_source(self._base_path, partition) if asset in SOURCE_ASSETS and partition is not None else None
-        return stage_config(asset, self.config, source)
+        # The ingest step says which source it read; reading the registry again here could see a newer one.
+        record = context.output_metadata.get(SOURCE_RECORD) if asset in SOURCE_ASSETS else None
+        return stage_config(asset, self.config, getattr(record, "value", record))
 
     def load_from_path(self, context: InputContext, path: UPath) -> pl.DataFrame:
         frame, record = snapshot.read_table_with_footer(path)

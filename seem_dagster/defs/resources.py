@@ -4,7 +4,7 @@
 ``SEEM_CONFIG``, the environment, or what `seem build --config/--set` resolved); a run's config
 for the resource (``resources: {seem: {config: {retrieval: {top_facts: 8}}}}``) goes on top. Every
 setting of the tree is a field of that run config, typed and described, generated from the tree
-itself, so nothing is copied here.
+itself, so nothing is copied here (but for the few settings ``NOT_PER_RUN`` keeps out).
 """
 
 from __future__ import annotations
@@ -20,6 +20,11 @@ from seem_dagster.config.resolve import SECTIONS, flatten
 from seem_dagster.defs.io_manager import ParquetSnapshotIOManager
 
 RUN_CONFIG = "dagster run config"
+# Not in a run's config: ingest options are fixed when a conversation is registered (every rebuild
+# reads it the same way), the inbox is the sensor's, the evaluation is `seem eval`'s, and which
+# environment variable holds the API key stays with whoever runs the code location: a run config
+# that could name it could send any of the worker's secrets to any base_url.
+NOT_PER_RUN = ("ingest.", "store.inbox", "evaluation.", "llm.api_key_env")
 _SCALARS = {bool: Bool, int: Int, float: Float, str: String}
 
 
@@ -36,16 +41,18 @@ def _dagster_type(annotation):
 
 
 def run_config_schema() -> dict:
-    """Every setting as an optional field (no Dagster default: an unset field keeps the base value)."""
+    """Every setting a run can change, as an optional field (no Dagster default: an unset field keeps
+    the base value); Dagster refuses the others as unknown fields."""
     sections = {}
     for section in SECTIONS:
         fields = {}
         for key, s in SETTINGS.items():
-            if key.startswith(section + "."):
+            if key.startswith(section + ".") and not key.startswith(NOT_PER_RUN):
                 default = list(s.default) if isinstance(s.default, tuple) else s.default
                 fields[key.split(".", 1)[1]] = Field(_dagster_type(s.annotation), is_required=False,
                                                      description=f"{s.description} (default {default!r})")
-        sections[section] = Field(Shape(fields), is_required=False)
+        if fields:
+            sections[section] = Field(Shape(fields), is_required=False)
     return sections
 
 

@@ -109,16 +109,22 @@ def _build_record_path(store: str, conversation_id: str) -> Path:
 
 
 def memory_is_current(store: str, conversation_id: str, config: SeemConfig) -> str | None:
-    """None when the stored memory is what ``config`` would build now; else why not."""
+    """None when the stored memory is what ``config`` would build now, by a build that passed every
+    blocking check (only those leave an evaluation record); else why not."""
     try:
         footers = read_footers(store, conversation_id, MEMORY_TABLES)
         check_consistent(conversation_id, footers)
-        source = read_source(store, conversation_id)
+        source = read_source(store, conversation_id).to_json()
     except (SnapshotError, FileNotFoundError) as err:
         return str(err)
-    for asset, record in footers.items():
-        if record.get("stage") != json.loads(json.dumps(stage_config(asset, config, source))):
-            return f"{asset} was built with other settings"
+    record_path = _build_record_path(store, conversation_id)
+    record = json.loads(record_path.read_text()) if record_path.exists() else {}
+    builds = {f.get("build_id") for f in footers.values()}
+    if builds != {record.get("build_id")}:
+        return "no evaluation build made these tables (a failed build, or one outside `seem eval`)"
+    for asset, footer in footers.items():
+        if footer.get("stage") != json.loads(json.dumps(stage_config(asset, config, source))):
+            return f"{asset} was built with other settings or code"
     return None
 
 
@@ -136,21 +142,23 @@ def build_memories(run: EvalRun, resolved: Resolved) -> dict:
     for reg in registered:
         record = _build_record_path(store, reg.conversation_id)
         if reg.status == "unchanged" and memory_is_current(store, reg.conversation_id, config) is None:
-            previous = json.loads(record.read_text()) if record.exists() else {"stage_seconds": {}}
-            builds[reg.conversation_id] = {**previous, "passages": reg.passages, "excluded_turns": reg.excluded, "cached": True}
+            builds[reg.conversation_id] = {**json.loads(record.read_text()), "cached": True}
         else:
             todo.append((reg, record))
     if todo:
         outcomes = build_conversations(build_defs(resolved), [reg.conversation_id for reg, _ in todo], progress=run.progress)
-        failed = [o for o in outcomes if not o.success]
-        if failed:
-            raise RuntimeError(f"{len(failed)} memory builds failed; {failed[0].conversation_id}: {failed[0].error}")
         for (reg, record), outcome in zip(todo, outcomes):
-            entry = {"passages": reg.passages, "excluded_turns": reg.excluded, "skipped_turns": list(reg.skipped),
-                     "stage_seconds": outcome.step_seconds or {}}
+            if not outcome.success:
+                record.unlink(missing_ok=True)
+                continue
+            entry = {"build_id": outcome.run_id, "passages": reg.passages, "excluded_turns": reg.excluded,
+                     "skipped_turns": list(reg.skipped), "stage_seconds": outcome.step_seconds or {}}
             record.parent.mkdir(parents=True, exist_ok=True)
             record.write_text(json.dumps(entry, indent=2))
             builds[reg.conversation_id] = {**entry, "cached": False}
+        failed = [o for o in outcomes if not o.success]
+        if failed:
+            raise RuntimeError(f"{len(failed)} memory builds failed; {failed[0].conversation_id}: {failed[0].error}")
     return {reg.conversation_id: builds[reg.conversation_id] for reg in registered}
 
 

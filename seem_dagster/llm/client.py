@@ -50,12 +50,14 @@ class LlmClient:
     def __init__(self, engine: Engine, cache: dict[str, str] | None = None, max_tokens: int | None = None):
         self.engine = engine
         self.cache = cache if cache is not None else {}
+        settings = getattr(engine, "settings", None)
         # Caps every prompt's own max_tokens (LlmConfig.max_tokens).
-        self.max_tokens = max_tokens if max_tokens is not None else getattr(getattr(engine, "settings", None), "max_tokens", None)
+        self.max_tokens = max_tokens if max_tokens is not None else getattr(settings, "max_tokens", None)
+        self.sampling = f"temperature={settings.temperature};format={settings.response_format}" if settings is not None else ""
 
     def run(self, prompt: Prompt, items: Sequence[tuple[str, dict]]) -> LlmRun:
         """``items`` are (item id, payload); every uncached request goes to the engine in one batch."""
-        requests = [prompt.request(self.engine.backend, self.engine.model, payload, self.max_tokens) for _, payload in items]
+        requests = [prompt.request(self.engine.backend, self.engine.model, payload, self.max_tokens, self.sampling) for _, payload in items]
         todo: dict[str, ChatRequest] = {}
         for req in requests:
             if req.key not in self.cache and req.key not in todo:

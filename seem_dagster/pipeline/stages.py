@@ -10,10 +10,16 @@ from __future__ import annotations
 from seem_dagster import backends
 from seem_dagster.config import SeemConfig
 from seem_dagster.llm.prompts import fusion_judge, fusion_merge, passage
-from seem_dagster.store.sources import Source
 
 SOURCE_ASSETS = ("passages", "questions")
 EXTRACTION_ASSETS = ("event_frames", "facts", "llm_calls")
+# The ingest step's output metadata key for the source it read (its registration, with the
+# fingerprint of the content actually read), which the ingest tables record.
+SOURCE_RECORD = "source_record"
+# Bump a stage's number when a change to its code changes what it writes, so memories made by the
+# older code are not taken for current ones (the extractor and the prompts carry their own versions).
+CODE_VERSIONS = {"ingest": 1, "extraction": 1, "episodes": 1, "entities": 1, "graph_edges": 1, "retrieval_index": 1,
+                 "retrieved_context": 1}
 
 
 def _model(config: SeemConfig) -> dict:
@@ -28,16 +34,24 @@ def _extractor(config: SeemConfig) -> str:
     return f"{ex.name} v{ex.version}"
 
 
-def stage_config(asset: str, config: SeemConfig, source: Source | None = None) -> dict:
-    """JSON-ready; ``source`` is the conversation's registration (what the ingest tables record)."""
-    embedder = backends.embedder(config.extraction.embedder).name
+def stage_config(asset: str, config: SeemConfig, source: dict | None = None) -> dict:
+    """JSON-ready; ``source`` is the source record of the conversation (what the ingest tables keep)."""
     if asset in SOURCE_ASSETS:
-        return {"source": source.to_json() if source is not None else None}
+        return {"code": CODE_VERSIONS["ingest"], "source": source}
     if asset in EXTRACTION_ASSETS:
-        if not config.llm.enabled:
-            return {"extractor": _extractor(config)}
-        return {"extractor": "llm", "llm": _model(config), "prompt": f"{passage.PROMPT.name} v{passage.PROMPT.version}",
-                "fallback": _extractor(config)}
+        return {"code": CODE_VERSIONS["extraction"], **_extraction(config)}
+    return {"code": CODE_VERSIONS[asset], **_stage(asset, config)}
+
+
+def _extraction(config: SeemConfig) -> dict:
+    if not config.llm.enabled:
+        return {"extractor": _extractor(config)}
+    return {"extractor": "llm", "llm": _model(config), "prompt": f"{passage.PROMPT.name} v{passage.PROMPT.version}",
+            "fallback": _extractor(config)}
+
+
+def _stage(asset: str, config: SeemConfig) -> dict:
+    embedder = backends.embedder(config.extraction.embedder).name
     if asset == "episodes":
         stage = {"embedder": embedder, "fusion": config.fusion.model_dump(mode="json")}
         if config.llm.enabled:
@@ -52,4 +66,4 @@ def stage_config(asset: str, config: SeemConfig, source: Source | None = None) -
     if asset == "retrieved_context":
         return {"embedder": embedder, "extractor": _extractor(config), "retrieval": config.retrieval.model_dump(mode="json"),
                 "query": config.query.model_dump(mode="json"), "llm": _model(config) if config.llm.enabled else None}
-    raise ValueError(f"no stage is known for asset {asset!r}")
+    raise ValueError(f"no stage is known for asset {asset!r}")  # pragma: no cover (CODE_VERSIONS names every asset)

@@ -15,7 +15,8 @@ from seem_dagster.graph.entities import entity_id, normalise
 from seem_dagster.retrieval.index import MemoryIndex
 from seem_dagster.schemas import Episodes, Facts, Passages
 
-PAGERANK_DECIMALS = 10
+# PageRank masses closer than this are one value: prpack's run-to-run noise is about 1e-14.
+PAGERANK_TIE = 1e-12
 
 
 @dataclass(frozen=True)
@@ -109,10 +110,7 @@ def retrieve(
                 directed=False, damping=config.damping, reset=reset.tolist(), weights="weight", implementation="prpack"
             )
         )[: len(ids)]
-        # prpack's masses differ by ~1e-14 between identical calls; rounded, passages the walk reaches
-        # equally tie and fall back to the prior, so a ranking is the same every time.
-        pr = np.round(pr, PAGERANK_DECIMALS)
-        order = np.lexsort((-prior, -pr))
+        order = rank_by_mass(pr, prior)
         seed_source = {s.passage_id: s for s in seeds}
         ranked = []
         for i in order:
@@ -133,6 +131,16 @@ def retrieve(
         return RetrievalResult(ranked, seeds, mode, [])
     expanded, used = expand(index, ranked, config)
     return RetrievalResult(expanded, seeds, mode, used)
+
+
+def rank_by_mass(mass: np.ndarray, prior: np.ndarray, tie: float = PAGERANK_TIE) -> np.ndarray:
+    """Rows by PageRank mass, best first; masses within ``tie`` of the next one are a tie, ordered by
+    the prior. prpack's masses differ by ~1e-14 between identical calls, so passages the walk reaches
+    equally (unreachable turns, symmetric ones) would otherwise be ordered by that noise."""
+    by_mass = np.argsort(-mass, kind="stable")
+    group = np.empty(len(mass), dtype=np.int64)
+    group[by_mass] = np.concatenate([[0], np.cumsum(-np.diff(mass[by_mass]) > tie)])
+    return np.lexsort((-prior, group))
 
 
 def expand(index: MemoryIndex, ranked: list[Ranked], config: RetrievalConfig) -> tuple[list[Ranked], list[int]]:

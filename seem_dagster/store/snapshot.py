@@ -123,7 +123,7 @@ def read_table(path: UPath) -> pl.DataFrame:
 
 def content_fingerprint(table: pa.Table) -> str:
     """A digest of a table's schema and rows (its Arrow IPC stream), footer metadata excluded."""
-    table = table.replace_schema_metadata(None)
+    table = table.replace_schema_metadata(None).combine_chunks()  # the same rows hash alike however chunked
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)

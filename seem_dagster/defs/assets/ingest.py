@@ -8,6 +8,7 @@ from seem_dagster.config import SeemConfig
 from seem_dagster.defs.metadata import table_metadata
 from seem_dagster.defs.partitions import conversations
 from seem_dagster.ingest import load_input
+from seem_dagster.pipeline.stages import SOURCE_RECORD
 from seem_dagster.schemas import Passages, Questions
 from seem_dagster.store.sources import read_source
 
@@ -43,6 +44,7 @@ def ingest_conversation(context: AssetExecutionContext, seem: ResourceParam[Seem
     if conv.fingerprint != source.fingerprint:
         context.log.info(f"{source.path} changed since it was registered; building from its current content")
     passages = conv.passages
+    record = MetadataValue.json({**source.to_json(), "fingerprint": conv.fingerprint})
     yield Output(
         passages,
         output_name="passages",
@@ -58,6 +60,7 @@ def ingest_conversation(context: AssetExecutionContext, seem: ResourceParam[Seem
             "kept_speakers": MetadataValue.text(", ".join(options.only_speakers) if options.only_speakers else "all"),
             "source": MetadataValue.path(source.path),
             "format": MetadataValue.text(source.format),
+            SOURCE_RECORD: record,
         },
     )
     questions = conv.questions
@@ -67,5 +70,6 @@ def ingest_conversation(context: AssetExecutionContext, seem: ResourceParam[Seem
         metadata={
             **table_metadata(questions, [Questions.question_id, Questions.question, Questions.category]),
             "with_evidence": MetadataValue.int(questions.filter(pl.col(Questions.evidence).list.len() > 0).height),
+            SOURCE_RECORD: record,
         },
     )
