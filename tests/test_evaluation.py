@@ -201,6 +201,11 @@ def test_a_changed_memory_setting_rebuilds_the_memory_instead_of_reusing_it(tmp_
     # The same setting again: the memory it built is reused; a query-time setting never rebuilds.
     assert main(run + ["--set", "fusion.threshold=0.8", "--set", "retrieval.top_facts=3"]) == 0
     assert json.loads((out / "results.json").read_text())["timing"]["conversations_reused"] == 1
+    # Tables with no record of a successful evaluation build behind them (a build whose blocking
+    # checks failed leaves its tables but no record) are built again, never scored.
+    (store / "_eval" / "sample-1.json").unlink()
+    assert main(run + ["--set", "fusion.threshold=0.8"]) == 0
+    assert json.loads((out / "results.json").read_text())["timing"]["conversations_built_this_run"] == 1
 
 
 def test_seem_eval_rejects_unknown_methods_and_bad_cut_offs(tmp_path, capsys):
