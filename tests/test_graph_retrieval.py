@@ -329,3 +329,35 @@ def test_seem_query_json_contract_on_a_built_locomo_conversation(locomo_dev, tmp
         assert [rank(idx, q) for q in queries] == [rank(idx, q) for q in queries], name
     missing = subprocess.run([seem, "query", "--store", store, "--conversation", "nope", "hello"], capture_output=True, text=True)
     assert missing.returncode == 1 and "no snapshot" in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
+
+
+def test_the_attributable_methods_by_hand():
+    from seem_dagster.config import METHODS
+    from seem_dagster.evaluation.methods import rankers
+    from seem_dagster.retrieval.query import EncodedQuery
+
+    turns = [("Ann", "I went hiking."), ("Bo", "Where did you stay in Lisbon?"), ("Ann", "With my aunt."), ("Bo", "Lisbon is far.")]
+    p = table(Passages, [
+        {"passage_id": f"p{i}", "conversation_id": "c", "session_id": "s", "session_index": 0, "turn_index": i,
+         "speaker": who, "text": text, "timestamp": T, "source_ref": f"D1:{i}"}
+        for i, (who, text) in enumerate(turns)
+    ])
+    f = facts([])
+    vectors = embeddings_frame(PASSAGE, p["passage_id"].to_list(), np.stack([unit(1)] * 4), "hand", DIM)
+    idx = MemoryIndex.from_tables(p, f, entities_from_facts(f), episodes([[f"p{i}"] for i in range(4)]), graph_edges(f, []), vectors)
+    assert idx.answers_to.tolist() == [-1, -1, 1, -1]  # "With my aunt." answers "Where did you stay in Lisbon?"
+    # The question's vector is orthogonal to every passage: dense ranks in row order, BM25 on "lisbon", "stay".
+    query = EncodedQuery("Lisbon stay", T, unit(0, 0, 1), [], np.zeros((0, DIM), np.float32))
+    methods = rankers(RetrievalConfig(), METHODS)
+    assert set(methods) == set(METHODS)
+    assert methods["dense"](idx, query) == ["p0", "p1", "p2", "p3"]
+    assert methods["bm25"](idx, query)[:2] == ["p1", "p3"]
+    # RRF (k=60): p1 1/61+1/62 = 0.03252, p0 1/63+1/61 = 0.03227, p3 1/62+1/64 = 0.03175, p2 1/64+1/63 = 0.03150.
+    assert methods["hybrid"](idx, query) == ["p1", "p0", "p3", "p2"]
+    # The reply inherits 0.35 of its question's: p2 0.03150 + 0.35 x 0.03252 = 0.04288, first.
+    assert methods["hybrid+reply"](idx, query) == ["p2", "p1", "p0", "p3"]
+    # The prior alone: BM25 scaled to the best (p1 0.5), the reply 0.35 of that (0.175), p0 nothing.
+    prior = methods["prior"](idx, query)
+    assert prior[0] == "p1" and prior.index("p2") < prior.index("p0")
+    # RPE over the prior: the anchor p1 brings its neighbours p0 and p2 (and p2 is also its reply).
+    assert methods["prior+rpe"](idx, query)[:3] == ["p1", "p0", "p2"]

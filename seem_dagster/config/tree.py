@@ -167,7 +167,8 @@ class LlmConfig(Section):
                 "api_key_env": self.api_key_env, "api_key_set": self.api_key() is not None, "max_tokens": self.max_tokens}
 
 
-Method = Literal["seem", "seem-no-rpe", "seem-no-fusion", "graph-only", "dense", "bm25", "hybrid"]
+Method = Literal["seem", "seem-no-rpe", "seem-no-fusion", "prior", "prior+rpe", "graph-only", "dense", "bm25", "hybrid",
+                 "hybrid+reply"]
 METHODS: tuple[str, ...] = get_args(Method)
 
 

@@ -44,6 +44,7 @@ def markdown(results: dict) -> str:
                   "| method | " + " | ".join(f"{g} {m}" for g, m in cols) + " |", "|" + "---|" * (len(cols) + 1)]
         for name, per in methods.items():
             lines.append(f"| {name} | " + " | ".join(_fmt(per.get(g, {}).get(m)) for g, m in cols) + " |")
+    lines += _ablation(results)
     qa = results.get("qa")
     if qa:
         llm = results["config"]["llm"]
@@ -71,6 +72,47 @@ def markdown(results: dict) -> str:
               f"(build {timing['build_seconds_this_run']:.0f} s, {timing['conversations_built_this_run']} built, "
               f"{timing['conversations_reused']} reused; queries {timing['query_seconds_total']:.0f} s)"]
     return "\n".join(lines) + "\n"
+
+
+ABLATION_STEPS = (("prior", "passage prior alone"), ("seem-no-rpe", "+ graph"), ("seem-no-fusion", "+ RPE (session)"),
+                  ("seem", "+ fusion (RPE over episodes)"))
+
+
+def _ablation(results: dict) -> list[str]:
+    """prior -> + graph -> + RPE -> + fusion, each row one part more; only the steps that were run."""
+    methods = results["methods"]
+    steps = [(name, label) for name, label in ABLATION_STEPS if name in methods]
+    if len(steps) < 2:
+        return []
+    if results["benchmark"] == "locomo":
+        cuts = [k for k in ("recall@5", "recall@10", "recall@25") if k in next(iter(methods.values()))]
+        k10 = "recall@10" if "recall@10" in cuts else cuts[0]
+        cats = list(methods[steps[0][0]][k10]["by_category"])
+
+        def row(name):
+            f = methods[name]
+            return [f[k]["overall"] for k in cuts] + [f[k10]["by_category"][c] for c in cats]
+
+        head = [f"{k} all" for k in cuts] + [f"{k10} {c}" for c in cats]
+    else:
+        cols = [(g, m) for g, m in (("session", "recall_all@5"), ("turn", "recall_all@5"), ("turn", "recall_all@10"))
+                if g in results["config"]["granularities"]]
+        types = sorted({t for per in methods.values() for t in (per.get("turn") or {}).get("by_type", {})})
+
+        def row(name):
+            per = methods[name]
+            return ([per.get(g, {}).get(m) for g, m in cols]
+                    + [((per.get("turn") or {}).get("by_type", {}).get(t) or {}).get("recall_all@10") for t in types])
+
+        head = [f"{g} {m}" for g, m in cols] + [f"turn recall_all@10 {t}" for t in types]
+    base = row(steps[0][0])
+    lines = ["", "Ablation, each row one part more than the row above (same memory, same run; in brackets: the change "
+             "from the passage prior):", "", "| step | method | " + " | ".join(head) + " |", "|" + "---|" * (len(head) + 2)]
+    for name, label in steps:
+        cells = [_fmt(v) if name == steps[0][0] or v is None or b is None else f"{_fmt(v)} ({v - b:+.3f})"
+                 for v, b in zip(row(name), base)]
+        lines.append(f"| {label} | {name} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def plots(results: dict, out: Path) -> list[Path]:

@@ -177,7 +177,7 @@ def _percentiles(values: list[float]) -> dict[str, float | None]:
 
 
 # Which query encoding a method needs before it ranks: none, the question's vector, or everything.
-_ENCODING = {"bm25": "none", "dense": "vector", "hybrid": "vector"}
+_ENCODING = {"bm25": "none", "dense": "vector", "hybrid": "vector", "hybrid+reply": "vector", "prior": "vector", "prior+rpe": "vector"}
 
 
 def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:

@@ -90,11 +90,18 @@ def passage_prior(index: MemoryIndex, question_vector: np.ndarray, question: str
         top = lexical.max()
         if top > 0:
             prior += config.lexical_weight * lexical / top
-    if config.answer_share:
-        asked = index.answers_to
-        replies = asked >= 0
-        prior[replies] += config.answer_share * prior[asked[replies]]
-    return prior
+    return inherit_replies(prior, index.answers_to, config.answer_share)
+
+
+def inherit_replies(scores: np.ndarray, answers_to: np.ndarray, share: float) -> np.ndarray:
+    """Each reply (``answers_to`` >= 0: the row of the question it answers) gains ``share`` of its
+    question's score: the question often repeats the words asked later, its answer holds the fact."""
+    if not share:
+        return scores
+    out = scores.astype(np.float64, copy=True)
+    replies = answers_to >= 0
+    out[replies] += share * scores[answers_to[replies]]
+    return out
 
 
 def retrieve(
