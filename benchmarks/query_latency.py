@@ -44,7 +44,7 @@ def main() -> None:
     questions = read_table(table_path(store, "questions", args.conversation))
     config = resolve_standard().config  # SEEM_CONFIG and SEEM_* variables choose the settings measured
     extractor, embedder = backends.extractor(config.extraction.extractor), backends.embedder(config.extraction.embedder)
-    seem_cfg, budget = config.retrieval, config.query.budget_words
+    seem_cfg, budget = config.retrieval, config.query.budget_tokens
     date = index.passages[Passages.timestamp].max()
 
     def dense(q: str) -> float:
@@ -54,11 +54,11 @@ def main() -> None:
         return time.perf_counter() - started
 
     texts = questions[Questions.question].to_list()
-    ask(index, texts[0], date, extractor, embedder, seem_cfg, budget_words=budget)
+    ask(index, texts[0], date, extractor, embedder, seem_cfg, budget_tokens=budget)
     dense(texts[0])
     seem_s, dense_s = [], []
     for q in texts:
-        seem_s.append(ask(index, q, date, extractor, embedder, seem_cfg, budget_words=budget).seconds)
+        seem_s.append(ask(index, q, date, extractor, embedder, seem_cfg, budget_tokens=budget).seconds)
         dense_s.append(dense(q))
     p = lambda xs, q: float(np.percentile(xs, q)) * 1000  # noqa: E731
     print(f"{args.conversation}: {index.passages.height} passages, {index.facts.height} facts, "

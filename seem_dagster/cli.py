@@ -131,7 +131,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
-QUERY_FLAGS = (STORE, Shortcut("--k", "query.k", metavar="N"), Shortcut("--budget", "query.budget_words", metavar="WORDS"), *LLM_FLAGS)
+QUERY_FLAGS = (STORE, Shortcut("--k", "query.k", metavar="N"), Shortcut("--budget", "query.budget_tokens", metavar="TOKENS"), *LLM_FLAGS)
 
 
 def cmd_query(args: argparse.Namespace) -> int:
@@ -164,7 +164,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         session = LlmSession(config.llm, store, args.conversation)
     answered = ask(
         index, args.question, date, backends.extractor(config.extraction.extractor), backends.embedder(config.extraction.embedder),
-        config.retrieval, budget_words=config.query.budget_words, llm=session,
+        config.retrieval, budget_tokens=config.query.budget_tokens, llm=session,
     )
     answer = answered.answer or {}
     llm_calls = None
@@ -177,7 +177,8 @@ def cmd_query(args: argparse.Namespace) -> int:
             "question": args.question, "conversation_id": args.conversation, "date": answered.date.isoformat(),
             "mode": answered.result.mode, "passages": items,
             "seed_facts": [s.__dict__ for s in answered.result.seeds],
-            "context": answered.context, "answer": answer.get("answer"), "answer_evidence": answer.get("evidence"),
+            "context": answered.context.text, "context_tokens": answered.context.tokens,
+            "answer": answer.get("answer"), "answer_evidence": answer.get("evidence"),
             "llm_calls": llm_calls,
         }, indent=2, ensure_ascii=False))
         return 0
@@ -185,7 +186,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     for item in items:
         print(f"{item['rank']:>3}. [{item['source_ref']}] {item['timestamp'][:10]} {item['speaker']}: {item['text']}")
         print(f"     why: {item['reason']}")
-    print("\n" + answered.context)
+    print(f"\nContext ({answered.context.tokens} of {config.query.budget_tokens} tokens):\n" + answered.context.text)
     if session is None:
         print("\n(no answering model configured: the evidence above is the output; see --backend)")
     elif answered.answer is None:
@@ -210,7 +211,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 EVAL_FLAGS = (
     Shortcut("--methods", "evaluation.methods", metavar="A,B"),
     Shortcut("--answer-methods", "evaluation.answer_methods", metavar="A,B"),
-    Shortcut("--answer-budget", "evaluation.answer_budget", metavar="WORDS"),
+    Shortcut("--answer-budget", "evaluation.answer_budget", metavar="TOKENS"),
     *LLM_FLAGS,
 )
 LOCOMO_FLAGS = (Shortcut("--k", "evaluation.ks", metavar="5,10"), Shortcut("--budget", "evaluation.budgets", metavar="500,1000"))

@@ -49,7 +49,7 @@ def run_demo(resolved: Resolved, *, sample_dir: Path, out: TextIO) -> int:
         rows = {r[Passages.passage_id]: r for r in passages.iter_rows(named=True)}
         for q in qs.iter_rows(named=True):
             answered = ask(index, q[Questions.question], q[Questions.question_date], extractor, embedder, config.retrieval,
-                           budget_words=config.query.budget_words)
+                           budget_tokens=config.query.budget_tokens)
             top = answered.result.ranked[:DEMO_K]
             rank = {rows[i.passage_id][Passages.source_ref]: n for n, i in enumerate(answered.result.ranked, 1)}
             gold = q[Questions.evidence]

@@ -6,7 +6,7 @@ from datetime import datetime
 import pytest
 
 from seem_dagster.cli import main
-from seem_dagster.evaluation.methods import METHODS, reciprocal_rank_fusion
+from seem_dagster.evaluation.methods import METHODS, rrf_scores
 from seem_dagster.evaluation.metrics import (
     evidence_recall,
     first_occurrences,
@@ -18,7 +18,7 @@ from seem_dagster.evaluation.metrics import (
     recall_any,
 )
 from seem_dagster.evaluation.sample import sample_sessions, write_sample_as_locomo
-from seem_dagster.evaluation.scoring import LocomoQuestion, budget_prefix, score_longmemeval, summarise_locomo
+from seem_dagster.evaluation.scoring import LocomoQuestion, score_locomo, score_longmemeval, summarise_locomo
 
 VALID = {"D1:3", "D1:4", "D8:6", "D9:17", "D11:26", "D30:5", "D2:1"}
 
@@ -82,12 +82,11 @@ def test_longmemeval_noans_and_abstention_rules():
     assert is_abstention("gpt4_2655b836_abs") and not is_abstention("gpt4_2655b836")
 
 
-def test_budget_prefix_and_rrf():
-    cost = {"a": 400, "b": 400, "c": 50}.get
-    assert budget_prefix(["a", "b", "c"], cost, 500) == ["a"]
-    assert budget_prefix(["a", "b", "c"], cost, 100) == ["a"]  # at least one passage
-    assert reciprocal_rank_fusion([["a", "b", "c"], ["b", "c", "a"]]) == ["b", "a", "c"]  # 1/61+1/62 > 1/61+1/63 > 1/62+1/63
-    assert reciprocal_rank_fusion([["a", "b"], ["a", "c"]])[0] == "a"
+def test_recall_within_a_budget_counts_the_turns_the_context_holds_and_rrf():
+    scores = score_locomo(["a", "c"], ["a", "b", "c"], [1, 3], {500: ["a"], 2000: ["a", "b", "c"]})
+    assert scores == {"recall@1": 0.5, "recall@3": 1.0, "recall@budget500": 0.5, "recall@budget2000": 1.0}
+    fused = rrf_scores([["a", "b", "c"], ["b", "c", "a"]])
+    assert sorted(fused, key=lambda k: -fused[k]) == ["b", "a", "c"]  # 1/61+1/62 > 1/61+1/63 > 1/62+1/63
 
 
 # --- end to end on the bundled sample, converted to each benchmark's real format -------------------

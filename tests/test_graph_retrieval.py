@@ -155,7 +155,7 @@ def test_rpe_brings_every_passage_of_the_episode_right_after_its_anchor():
         [unit(1, 0), unit(0, 1)], 6, [unit(0, 0, 0, 1)] * 6,
         groups=[["p0", "p2", "p5"], ["p1"], ["p3"], ["p4"]],
     )
-    cfg = RetrievalConfig(top_facts=1, top_passages_rpe=1, rpe_max_per_episode=10, rpe_scope="episode")
+    cfg = RetrievalConfig(top_facts=1, top_passages_rpe=1, rpe_max_per_episode=10, rpe_scope="episode", rpe_after=0)
     result = retrieve(idx, unit(1, 0), np.zeros((0, DIM), np.float32), cfg)
     order = [r.passage_id for r in result.ranked]
     assert order[:3] == ["p2", "p0", "p5"]  # the anchor, then its episode in time order
@@ -170,7 +170,7 @@ def test_rpe_default_scope_takes_the_nearest_turns_of_the_episode_or_the_session
         [unit(1, 0), unit(0, 1)], 6, [unit(0, 0, 0, 1)] * 6,
         groups=[["p0", "p2", "p5"], ["p1"], ["p3"], ["p4"]],
     )
-    cfg = RetrievalConfig(top_facts=1, top_passages_rpe=1, rpe_max_per_episode=2)
+    cfg = RetrievalConfig(top_facts=1, top_passages_rpe=1, rpe_max_per_episode=2, rpe_after=0)
     assert cfg.rpe_scope == "both"
     result = retrieve(idx, unit(1, 0), np.zeros((0, DIM), np.float32), cfg)
     # p1 and p3 are the anchor's neighbours in its session (one turn away); p0 and p5 are further.
@@ -180,12 +180,12 @@ def test_rpe_default_scope_takes_the_nearest_turns_of_the_episode_or_the_session
     with pytest.raises(ValueError, match="rpe_scope"):
         RetrievalConfig(rpe_scope="episodes")
     session_only = retrieve(idx, unit(1, 0), np.zeros((0, DIM), np.float32), RetrievalConfig(
-        top_facts=1, top_passages_rpe=1, rpe_max_per_episode=4, rpe_scope="session", rpe_turn_window=2))
+        top_facts=1, top_passages_rpe=1, rpe_max_per_episode=4, rpe_scope="session", rpe_turn_window=2, rpe_after=0))
     assert [r.passage_id for r in session_only.ranked[:5]] == ["p2", "p0", "p1", "p3", "p4"]
     assert session_only.episodes == []
     # The window counts turns of the conversation: with one turn each side only p1 and p3 qualify.
     narrow = retrieve(idx, unit(1, 0), np.zeros((0, DIM), np.float32), RetrievalConfig(
-        top_facts=1, top_passages_rpe=1, rpe_max_per_episode=4, rpe_scope="session"))
+        top_facts=1, top_passages_rpe=1, rpe_max_per_episode=4, rpe_scope="session", rpe_after=0))
     assert [r.reason.startswith("same-session") for r in narrow.ranked[:3]] == [False, True, True]
     assert [r.passage_id for r in narrow.ranked[1:3]] == ["p1", "p3"]
 
@@ -221,7 +221,7 @@ def test_rpe_brings_the_reply_to_an_expanded_question():
     f = facts([])
     vectors = embeddings_frame(PASSAGE, p["passage_id"].to_list(), np.stack([unit(1), unit(0, 1), unit(0, 0, 1), unit(0.3, 0, 0, 1)]), "hand", DIM)
     idx = MemoryIndex.from_tables(p, f, entities_from_facts(f), episodes([[f"p{i}"] for i in range(4)]), graph_edges(f, []), vectors)
-    base = dict(top_passages_rpe=1, rpe_max_per_episode=1, lexical_weight=0.0, answer_share=0.0)
+    base = dict(top_passages_rpe=1, rpe_max_per_episode=1, lexical_weight=0.0, answer_share=0.0, rpe_after=0)
     ranked = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), RetrievalConfig(**base)).ranked
     assert [r.passage_id for r in ranked] == ["p0", "p1", "p2", "p3"]  # the question's answer follows it
     assert ranked[2].reason == "same-session neighbour of anchor D1:0"
@@ -266,7 +266,7 @@ def test_rpe_brings_the_turns_that_share_a_rare_proper_name_with_the_anchor():
     assert idx.name_links(3) == {"p0": {"p4": "Ines"}, "p4": {"p0": "Ines"}, "p7": {"p8": "Lea"}, "p8": {"p7": "Lea"}}
     assert set(idx.name_links(4)["p3"]) == {"p7", "p8", "p9"}  # Kai counts at 4 turns
     cfg = RetrievalConfig(top_facts=1, top_passages_rpe=1, rpe_max_per_episode=1, lexical_weight=0.0, answer_share=0.0,
-                          use_graph=False)
+                          use_graph=False, rpe_after=0)
     ranked = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), cfg).ranked
     assert [r.passage_id for r in ranked[:4]] == ["p0", "p1", "p4", "p5"]  # neighbour, the Ines turn, its reply
     assert ranked[2].reason == "names Ines, as anchor D1:0 does"
@@ -292,32 +292,33 @@ def test_seem_query_json_contract_on_a_built_locomo_conversation(locomo_dev, tmp
     built = subprocess.run([seem, "build", "--input", str(locomo_dev), "--conversation", "conv-30", "--store", store, "--quiet"],
                            capture_output=True, text=True, timeout=900)
     assert built.returncode == 0, built.stderr[-2000:]
-    out = subprocess.run([seem, "query", "--store", store, "--conversation", "conv-30", "--k", "5", "--json",
+    out = subprocess.run([seem, "query", "--store", store, "--conversation", "conv-30", "--k", "10", "--json",
                           "--date", "2023-08-01", "When did Jon lose his job as a banker?"],
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     payload = json.loads(out.stdout)
-    assert len(payload["passages"]) == 5
+    assert len(payload["passages"]) == 10
     for item in payload["passages"]:
         assert {"passage_id", "source_ref", "text", "timestamp", "score", "reason"} <= set(item)
         assert item["reason"]
     assert payload["date"].startswith("2023-08-01")
-    # Any setting from the command line: without RPE no passage is there as an anchor's expansion.
-    assert any("anchor" in item["reason"] for item in payload["passages"])
-    plain = subprocess.run([seem, "query", "--store", store, "--conversation", "conv-30", "--k", "5", "--json",
+    # RPE's turns follow the first five; any setting from the command line: without RPE none is there.
+    assert any("anchor" in item["reason"] for item in payload["passages"][5:])
+    assert not any("anchor" in item["reason"] for item in payload["passages"][:5])
+    plain = subprocess.run([seem, "query", "--store", store, "--conversation", "conv-30", "--k", "10", "--json",
                             "--set", "retrieval.use_rpe=false", "--date", "2023-08-01", "When did Jon lose his job as a banker?"],
                            capture_output=True, text=True, timeout=600)
     assert plain.returncode == 0, plain.stderr[-2000:]
     plain_passages = json.loads(plain.stdout)["passages"]
-    assert len(plain_passages) == 5 and not any("anchor" in item["reason"] for item in plain_passages)
-    assert plain_passages[0]["passage_id"] == payload["passages"][0]["passage_id"]  # RPE only adds after its anchor
+    assert len(plain_passages) == 10 and not any("anchor" in item["reason"] for item in plain_passages)
+    assert [p["passage_id"] for p in plain_passages[:5]] == [p["passage_id"] for p in payload["passages"][:5]]
     bad = subprocess.run([seem, "query", "--store", store, "--conversation", "conv-30", "--set", "retrieval.use_rpe=maybe", "hi"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "retrieval.use_rpe" in bad.stderr
     # A ranking is the same on every call: prpack's ~1e-14 noise reordered graph-only's tail before
     # near-equal masses tied (32 of conv-30's first 40 questions differed between two calls).
     from seem_dagster import backends
-    from seem_dagster.evaluation.methods import rankers
+    from seem_dagster.evaluation.methods import ids, rankers
     from seem_dagster.retrieval.load import load_index
     from seem_dagster.retrieval.query import encode_query
     from seem_dagster.store.snapshot import read_table, table_path
@@ -326,14 +327,14 @@ def test_seem_query_json_contract_on_a_built_locomo_conversation(locomo_dev, tmp
     questions = read_table(table_path(store, "questions", "conv-30"))["question"].to_list()[:40]
     queries = [encode_query(q, datetime(2023, 8, 1), backends.extractor(), backends.embedder(), "conv-30") for q in questions]
     for name, rank in rankers(RetrievalConfig(), ["seem", "graph-only"]).items():
-        assert [rank(idx, q) for q in queries] == [rank(idx, q) for q in queries], name
+        assert [ids(rank(idx, q)) for q in queries] == [ids(rank(idx, q)) for q in queries], name
     missing = subprocess.run([seem, "query", "--store", store, "--conversation", "nope", "hello"], capture_output=True, text=True)
     assert missing.returncode == 1 and "no snapshot" in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
 
 
 def test_the_attributable_methods_by_hand():
     from seem_dagster.config import METHODS
-    from seem_dagster.evaluation.methods import rankers
+    from seem_dagster.evaluation.methods import ids, rankers
     from seem_dagster.retrieval.query import EncodedQuery
 
     turns = [("Ann", "I went hiking."), ("Bo", "Where did you stay in Lisbon?"), ("Ann", "With my aunt."), ("Bo", "Lisbon is far.")]
@@ -348,7 +349,8 @@ def test_the_attributable_methods_by_hand():
     assert idx.answers_to.tolist() == [-1, -1, 1, -1]  # "With my aunt." answers "Where did you stay in Lisbon?"
     # The question's vector is orthogonal to every passage: dense ranks in row order, BM25 on "lisbon", "stay".
     query = EncodedQuery("Lisbon stay", T, unit(0, 0, 1), [], np.zeros((0, DIM), np.float32))
-    methods = rankers(RetrievalConfig(), METHODS)
+    ranked = rankers(RetrievalConfig(rpe_after=0, top_passages_rpe=1), METHODS)
+    methods = {name: (lambda rank: lambda i, q: ids(rank(i, q)))(rank) for name, rank in ranked.items()}
     assert set(methods) == set(METHODS)
     assert methods["dense"](idx, query) == ["p0", "p1", "p2", "p3"]
     assert methods["bm25"](idx, query)[:2] == ["p1", "p3"]
@@ -359,5 +361,37 @@ def test_the_attributable_methods_by_hand():
     # The prior alone: BM25 scaled to the best (p1 0.5), the reply 0.35 of that (0.175), p0 nothing.
     prior = methods["prior"](idx, query)
     assert prior[0] == "p1" and prior.index("p2") < prior.index("p0")
+    assert methods["prior+facts"](idx, query) == prior  # no facts, no keys
     # RPE over the prior: the anchor p1 brings its neighbours p0 and p2 (and p2 is also its reply).
     assert methods["prior+rpe"](idx, query)[:3] == ["p1", "p0", "p2"]
+
+
+def test_facts_are_retrieval_keys_that_lift_their_passage():
+    # p1's own words miss the question (cosine 0); its fact (Mel; go swim with; kids) matches it fully.
+    idx = index([("Mel", "go swim with", "kids", "p1")], [unit(1)], 3, [unit(0.6, 0.8), unit(0, 1), unit(0.5, 0.866)])
+    keyed = RetrievalConfig(use_graph=False, use_rpe=False, lexical_weight=0.0, answer_share=0.0)
+    # prior: p0 0.6, p1 0.0, p2 0.5; p1's key is 0.3 x (1.0 - 0.3) = 0.21, still below both.
+    assert [r.passage_id for r in retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), keyed).ranked] == ["p0", "p2", "p1"]
+    strong = keyed.replace(fact_key_weight=1.0)  # 0.7: now first
+    assert [r.passage_id for r in retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), strong).ranked] == ["p1", "p0", "p2"]
+    below = keyed.replace(fact_key_weight=1.0, min_fact_score=1.0)  # a fact at the threshold is no key
+    assert [r.passage_id for r in retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), below).ranked] == ["p0", "p2", "p1"]
+
+
+def test_rpe_places_what_it_brings_after_the_head_and_only_turns_the_walk_reaches():
+    # One session of 8 turns; the prior ranks p4, p0, p1, p2, p3, p5, p6, p7 (decreasing cosine).
+    order = ["p4", "p0", "p1", "p2", "p3", "p5", "p6", "p7"]
+    vecs = {p: unit(1.0 - 0.1 * k, 0.1 * k) for k, p in enumerate(order)}
+    idx = index([("Ann", "play", "guitar", "p4")], [unit(0, 0, 1)], 8, [vecs[f"p{i}"] for i in range(8)])
+    cfg = RetrievalConfig(use_graph=False, lexical_weight=0.0, answer_share=0.0, rpe_name_turns=0, top_passages_rpe=1,
+                          rpe_max_per_episode=2, rpe_scope="session", rpe_after=2, rpe_within=8)
+    ranked = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), cfg).ranked
+    # The anchor p4 brings its neighbours p3 and p5 (walk ranks 4 and 5), placed after the head p4, p0.
+    assert [r.passage_id for r in ranked] == ["p4", "p0", "p3", "p5", "p1", "p2", "p6", "p7"]
+    assert ranked[2].reason == "same-session neighbour of anchor D1:4"
+    # Only turns the walk ranks within rpe_within move: p5 (rank 5) stays where the walk put it.
+    gated = [r.passage_id for r in retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), cfg.replace(rpe_within=5)).ranked]
+    assert gated == ["p4", "p0", "p3", "p1", "p2", "p5", "p6", "p7"]
+    # A neighbour already in the head stays there: with the head p4, p0, p1, p2, p3, p4 brings only p5.
+    wide = [r.passage_id for r in retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), cfg.replace(rpe_after=5)).ranked]
+    assert wide == ["p4", "p0", "p1", "p2", "p3", "p5", "p6", "p7"]

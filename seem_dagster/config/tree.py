@@ -89,7 +89,11 @@ class RetrievalConfig(Section):
     use_graph: bool = Field(True, description="seed PageRank from the question's facts (false: rank by the passage prior)")
     use_rpe: bool = Field(True, description="Reverse Provenance Expansion after ranking")
     top_facts: int = Field(5, ge=0, description="facts that seed the walk")
-    min_fact_score: float = Field(0.3, description="a fact below this cosine with the question seeds nothing")
+    min_fact_score: float = Field(0.3, description="a fact below this cosine with the question seeds nothing and is no key")
+    fact_key_weight: float = Field(
+        0.3, ge=0, description="facts as retrieval keys: a passage's prior gains this weight times its best fact's score "
+        "above min_fact_score (0: off)"
+    )
     damping: float = Field(0.5, gt=0, lt=1, description="PageRank: probability of continuing the walk (igraph's damping)")
     passage_share: float = Field(2.0, ge=0, description="weight of each passage's prior in the PageRank reset vector")
     lexical_weight: float = Field(
@@ -98,7 +102,14 @@ class RetrievalConfig(Section):
     answer_share: float = Field(
         0.35, ge=0, description="a reply inherits this share of the prior of the question turn it answers"
     )
-    top_passages_rpe: int = Field(1, ge=0, description="top passages that RPE expands")
+    top_passages_rpe: int = Field(2, ge=0, description="top passages that RPE expands")
+    rpe_after: int = Field(
+        5, ge=0, description="the expanded turns are placed after this many ranked passages, so RPE never displaces the best matches"
+    )
+    rpe_within: int = Field(
+        30, ge=1, description="an expanded turn must rank within this many passages of the walk: RPE reorders the neighbourhood "
+        "of the best matches, it does not import turns the question does not reach"
+    )
     rpe_max_per_episode: int = Field(2, ge=0, description="nearest turns each expanded passage brings")
     rpe_scope: Literal["episode", "session", "both"] = Field(
         "both", description="what RPE draws from: the anchor's fused episode, its session's neighbours, or both"
@@ -115,7 +126,9 @@ class RetrievalConfig(Section):
 
 class QueryConfig(Section):
     k: int = Field(10, ge=1, description="passages `seem query` prints and `retrieved_context` keeps per question")
-    budget_words: int = Field(1000, ge=1, description="words of passage text in the context an answering model reads")
+    budget_tokens: int = Field(
+        1500, ge=32, description="tokens of the whole context an answering model reads (turns, episode frames, seed facts)"
+    )
 
 
 class LlmConfig(Section):
@@ -167,15 +180,15 @@ class LlmConfig(Section):
                 "api_key_env": self.api_key_env, "api_key_set": self.api_key() is not None, "max_tokens": self.max_tokens}
 
 
-Method = Literal["seem", "seem-no-rpe", "seem-no-fusion", "prior", "prior+rpe", "graph-only", "dense", "bm25", "hybrid",
-                 "hybrid+reply"]
+Method = Literal["seem", "seem-no-rpe", "seem-no-fusion", "prior", "prior+facts", "prior+rpe", "graph-only", "dense", "bm25",
+                 "hybrid", "hybrid+reply"]
 METHODS: tuple[str, ...] = get_args(Method)
 
 
 class EvaluationConfig(Section):
     methods: tuple[Method, ...] = Field(METHODS, min_length=1, description="retrieval methods `seem eval` compares")
     ks: tuple[int, ...] = Field((5, 10, 25, 50), min_length=1, description="LoCoMo recall cut-offs")
-    budgets: tuple[int, ...] = Field((500, 1000, 2000), description="LoCoMo context budgets in words")
+    budgets: tuple[int, ...] = Field((500, 1000, 2000), description="LoCoMo recall within these context budgets (tokens)")
     granularities: tuple[Literal["session", "turn"], ...] = Field(
         ("session", "turn"), min_length=1, description="LongMemEval levels scored"
     )
@@ -183,12 +196,14 @@ class EvaluationConfig(Section):
         "user", description="LongMemEval turns in the memory: the official protocol's user turns, or all"
     )
     answer_methods: tuple[Method, ...] = Field(("seem", "hybrid"), description="with a language model: methods answered and judged")
-    answer_budget: int = Field(1000, ge=1, description="with a language model: context words per answer")
+    answer_budget: int = Field(1500, ge=32, description="with a language model: context tokens per answer")
 
     @model_validator(mode="after")
     def _positive(self) -> EvaluationConfig:
-        if any(k <= 0 for k in self.ks) or any(b <= 0 for b in self.budgets):
-            raise ValueError("ks and budgets must be positive integers")
+        if any(k <= 0 for k in self.ks):
+            raise ValueError("ks must be positive integers")
+        if any(b < 32 for b in self.budgets):
+            raise ValueError("budgets must be at least 32 tokens (one turn with its date and speaker)")
         return self
 
 

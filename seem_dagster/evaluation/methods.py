@@ -1,14 +1,15 @@
-"""Every compared method as one function: (memory, encoded query) -> passage ids, best first.
+"""Every compared method as one function: (memory, encoded query) -> a ranking (RetrievalResult).
 
 All methods rank the same passages of the same built memory with the same embedder. Read as an
 ablation, each step adds one part of SEEM to the one before:
 
     prior           the passage prior alone: dense cosine + scaled BM25 + a reply's share of its question
-    seem-no-rpe     + the graph (fact seeds, personalized PageRank over the prior)
+    prior+facts     + facts as retrieval keys (a passage gains its best fact's match)
+    seem-no-rpe     + the walk (fact seeds, personalized PageRank over that prior)
     seem-no-fusion  + RPE from the anchor's session neighbours, replies and name links (no episodes)
     seem            + the fused episodes in RPE
 
-``prior+rpe`` is RPE without the graph; ``hybrid+reply`` gives hybrid's scores the prior's reply
+``prior+rpe`` is RPE without the fact layer; ``hybrid+reply`` gives hybrid's scores the prior's reply
 share, so no heuristic of the prior is counted as structure.
 """
 
@@ -21,14 +22,12 @@ import numpy as np
 from seem_dagster.config import METHODS, RetrievalConfig
 from seem_dagster.retrieval.index import MemoryIndex
 from seem_dagster.retrieval.query import EncodedQuery
-from seem_dagster.retrieval.search import inherit_replies, retrieve
+from seem_dagster.retrieval.search import Ranked, RetrievalResult, inherit_replies, retrieve
 
 RRF_K = 60
 
-Ranker = Callable[[MemoryIndex, EncodedQuery], list[str]]
+Ranker = Callable[[MemoryIndex, EncodedQuery], RetrievalResult]
 
-
-ABLATION = ("prior", "seem-no-rpe", "seem-no-fusion", "seem")  # each row adds one part (module docstring)
 
 
 def rrf_scores(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> dict[str, float]:
@@ -39,41 +38,45 @@ def rrf_scores(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> dict[str, f
     return score
 
 
-def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> list[str]:
-    score = rrf_scores(rankings, k)
-    return sorted(score, key=lambda item: -score[item])
-
-
-def _by_score(index: MemoryIndex, scores: np.ndarray) -> list[str]:
+def _by_score(index: MemoryIndex, scores: np.ndarray, mode: str) -> RetrievalResult:
     ids = index.graph.passage_ids
-    return [ids[i] for i in np.argsort(-scores, kind="stable")]
+    return _flat([(ids[i], float(scores[i])) for i in np.argsort(-scores, kind="stable")], mode)
 
 
-def dense(index: MemoryIndex, query: EncodedQuery) -> list[str]:
-    return _by_score(index, index.passage_vectors @ query.vector)
+def _flat(scored: Sequence[tuple[str, float]], mode: str) -> RetrievalResult:
+    """A baseline's ranking: no seed facts, no episodes, so its context is its turns alone."""
+    return RetrievalResult([Ranked(p, s, mode) for p, s in scored], [], mode, [])
 
 
-def bm25(index: MemoryIndex, query: EncodedQuery) -> list[str]:
-    return _by_score(index, index.lexical.scores(query.question))
+def ids(result: RetrievalResult) -> list[str]:
+    return [r.passage_id for r in result.ranked]
 
 
-def hybrid(index: MemoryIndex, query: EncodedQuery) -> list[str]:
-    return reciprocal_rank_fusion([bm25(index, query), dense(index, query)])
+def dense(index: MemoryIndex, query: EncodedQuery) -> RetrievalResult:
+    return _by_score(index, index.passage_vectors @ query.vector, "dense")
+
+
+def bm25(index: MemoryIndex, query: EncodedQuery) -> RetrievalResult:
+    return _by_score(index, index.lexical.scores(query.question), "bm25")
+
+
+def hybrid(index: MemoryIndex, query: EncodedQuery) -> RetrievalResult:
+    fused = rrf_scores([ids(bm25(index, query)), ids(dense(index, query))])
+    return _flat(sorted(fused.items(), key=lambda kv: -kv[1]), "hybrid")
 
 
 def _hybrid_reply(share: float) -> Ranker:
-    def rank(index: MemoryIndex, query: EncodedQuery) -> list[str]:
-        fused = rrf_scores([bm25(index, query), dense(index, query)])
+    def rank(index: MemoryIndex, query: EncodedQuery) -> RetrievalResult:
+        fused = rrf_scores([ids(bm25(index, query)), ids(dense(index, query))])
         scores = np.array([fused[p] for p in index.graph.passage_ids])
-        return _by_score(index, inherit_replies(scores, index.answers_to, share))
+        return _by_score(index, inherit_replies(scores, index.answers_to, share), "hybrid+reply")
 
     return rank
 
 
 def _seem(config: RetrievalConfig) -> Ranker:
-    def rank(index: MemoryIndex, query: EncodedQuery) -> list[str]:
-        result = retrieve(index, query.vector, query.fact_vectors, config, question_text=query.question)
-        return [r.passage_id for r in result.ranked]
+    def rank(index: MemoryIndex, query: EncodedQuery) -> RetrievalResult:
+        return retrieve(index, query.vector, query.fact_vectors, config, question_text=query.question)
 
     return rank
 
@@ -86,8 +89,9 @@ def rankers(base: RetrievalConfig, methods: Sequence[str] = METHODS) -> dict[str
         "seem": _seem(base),
         "seem-no-rpe": _seem(base.replace(use_rpe=False)),
         "seem-no-fusion": _seem(base.replace(rpe_scope="session")),
-        "prior": _seem(base.replace(use_graph=False, use_rpe=False)),
-        "prior+rpe": _seem(base.replace(use_graph=False)),
+        "prior": _seem(base.replace(use_graph=False, use_rpe=False, fact_key_weight=0.0)),
+        "prior+facts": _seem(base.replace(use_graph=False, use_rpe=False)),
+        "prior+rpe": _seem(base.replace(use_graph=False, fact_key_weight=0.0)),
         "graph-only": _seem(base.replace(passage_share=0.0)),
         "dense": dense,
         "bm25": bm25,

@@ -1,8 +1,9 @@
 """Question answering on top of retrieval: each method's context -> the model's answer -> the judge.
 
-Every method gets the same kind of context, so the comparison is of retrieval alone: its top
-passages within a word budget, in time order, as "[ref, date] speaker: text". Answers and
-verdicts are asked for in one batch per conversation and cached with the other model calls.
+Each method answers from the context it renders within the same token budget
+(``retrieval.context``): SEEM's turns in time order with the frames of the episodes that brought
+them and the seed facts; a baseline's turns alone. Answers and verdicts are asked for in one batch
+per conversation and cached with the other model calls.
 """
 
 from __future__ import annotations
@@ -31,20 +32,6 @@ class QaResult:
     answer: str | None  # None: the answering call failed
     correct: bool | None  # None: no answer, or the judge's call failed
     f1: float
-
-
-def uniform_context(ranking: Sequence[str], rows: dict[str, dict], position: dict[str, int], budget_words: int) -> str:
-    chosen, spent = [], 0
-    for pid in ranking:
-        cost = len(rows[pid]["text"].split()) + 3
-        if chosen and spent + cost > budget_words:
-            break
-        chosen.append(pid)
-        spent += cost
-    return "\n".join(
-        f"[{rows[p]['source_ref']}, {rows[p]['timestamp']:%Y-%m-%d}] {rows[p]['speaker']}: {rows[p]['text']}"
-        for p in sorted(chosen, key=position.get)
-    )
 
 
 def answer_and_judge(session, items: list[QaItem]) -> list[QaResult]:

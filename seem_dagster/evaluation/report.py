@@ -25,7 +25,7 @@ def markdown(results: dict) -> str:
     if results["benchmark"] == "locomo":
         metrics = [k for k in next(iter(methods.values())) if k.startswith("recall@") and "budget" not in k]
         budgets = [k for k in next(iter(methods.values())) if "budget" in k]
-        head = ["method"] + [f"{m} all" for m in metrics] + [f"{m} cat 1-4" for m in metrics] + [b.replace("recall@budget", "R@") + " words" for b in budgets]
+        head = ["method"] + [f"{m} all" for m in metrics] + [f"{m} cat 1-4" for m in metrics] + [b.replace("recall@budget", "R@") + " tokens" for b in budgets]
         lines += ["Official evidence recall (turns); overall = all questions incl. adversarial.", "",
                   "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for name, figures in methods.items():
@@ -49,7 +49,7 @@ def markdown(results: dict) -> str:
     if qa:
         llm = results["config"]["llm"]
         lines += ["", f"Question answering with {llm['backend']}:{llm['model']} (context: each method's top passages within "
-                  f"{qa['budget_words']} words; {qa['model_calls']} model calls):", "",
+                  f"{qa['budget_tokens']} tokens; {qa['model_calls']} model calls):", "",
                   "| method | questions | accuracy (LLM judge) | F1 | answer failures | judge failures | answer tokens in / out per question |",
                   "|---|---|---|---|---|---|---|"]
         for name, f in qa["methods"].items():
@@ -74,12 +74,13 @@ def markdown(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-ABLATION_STEPS = (("prior", "passage prior alone"), ("seem-no-rpe", "+ graph"), ("seem-no-fusion", "+ RPE (session)"),
+ABLATION_STEPS = (("prior", "passage prior alone"), ("prior+facts", "+ facts as keys"), ("seem-no-rpe", "+ graph walk"),
+                  ("seem-no-fusion", "+ RPE (session)"),
                   ("seem", "+ fusion (RPE over episodes)"))
 
 
 def _ablation(results: dict) -> list[str]:
-    """prior -> + graph -> + RPE -> + fusion, each row one part more; only the steps that were run."""
+    """prior -> + facts as keys -> + walk -> + RPE -> + fusion, each row one part more; only the steps that were run."""
     methods = results["methods"]
     steps = [(name, label) for name, label in ABLATION_STEPS if name in methods]
     if len(steps) < 2:
@@ -126,7 +127,7 @@ def plots(results: dict, out: Path) -> list[Path]:
         curves = {"recall_at_k.png": ("k (turns)", [f"recall@{k}" for k in ks], ks)}
         budgets = sorted(int(k.split("budget")[1]) for k in next(iter(methods.values())) if "budget" in k)
         if budgets:
-            curves["recall_at_budget.png"] = ("context budget (words)", [f"recall@budget{b}" for b in budgets], budgets)
+            curves["recall_at_budget.png"] = ("context budget (tokens)", [f"recall@budget{b}" for b in budgets], budgets)
         for filename, (xlabel, keys, xs) in curves.items():
             fig = Figure(figsize=(6, 4))
             ax = fig.subplots()

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from seem_dagster import backends
 from seem_dagster.config import Layer, Resolved, SeemConfig, resolve_standard
-from seem_dagster.evaluation.methods import rankers
+from seem_dagster.evaluation.methods import ids, rankers
 from seem_dagster.evaluation.metrics import is_abstention, longmemeval_session_gold, normalise_locomo_evidence
-from seem_dagster.evaluation.qa import QaItem, answer_and_judge, summarise_qa, uniform_context
+from seem_dagster.evaluation.qa import QaItem, answer_and_judge, summarise_qa
 from seem_dagster.evaluation.scoring import (
     LME_KS,
     LocomoQuestion,
@@ -36,7 +36,7 @@ from seem_dagster.evaluation.scoring import (
 from seem_dagster.ingest.longmemeval import session_of
 from seem_dagster.llm.session import LlmSession
 from seem_dagster.pipeline.stages import stage_config
-from seem_dagster.retrieval.context import words
+from seem_dagster.retrieval.context import build_context
 from seem_dagster.retrieval.lexical import Bm25
 from seem_dagster.retrieval.load import TABLES, load_index
 from seem_dagster.retrieval.query import encode_query
@@ -211,12 +211,10 @@ def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
         passages = index.passages
         ref_of = dict(zip(passages[Passages.passage_id].to_list(), passages[Passages.source_ref].to_list()))
         speaker_of = dict(zip(passages[Passages.passage_id].to_list(), passages[Passages.speaker].to_list()))
-        words_of = {ref_of[p]: words(t) + 3 for p, t in zip(passages[Passages.passage_id].to_list(), passages[Passages.text].to_list())}
         all_passage_texts.extend(passages[Passages.text].to_list())
         latest = passages[Passages.timestamp].max()
         _ = index.lexical  # built once per conversation, outside the query timings
         session = LlmSession(config.llm, store, cid) if config.llm.enabled else None
-        rows_by_id = {r[Passages.passage_id]: r for r in passages.iter_rows(named=True)} if session else {}
         qa_items: list[QaItem] = []
         for q in questions.iter_rows(named=True):
             if run.benchmark == "longmemeval" and is_abstention(q[Questions.question_id]):
@@ -227,19 +225,22 @@ def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
             facts = session.query_facts(q[Questions.question], date) if session else None
             query, encode_s = _timed(lambda: encode_query(q[Questions.question], date, extractor, embedder, cid, facts=facts))
             for name, rank in methods.items():
-                ranking, rank_s = _timed(lambda: rank(index, query))
+                result, rank_s = _timed(lambda: rank(index, query))
+                ranking = ids(result)
                 needs = _ENCODING.get(name, "full")
                 latencies[name].append(rank_s + {"none": 0.0, "vector": vector_s, "full": encode_s}[needs])
                 if name not in traced and len(latencies[name]) == TRACE_QUERIES:
                     traced[name] = _trace_peak(rank, index, query)
                 refs = [ref_of[p] for p in ranking]
                 if session and name in ev.answer_methods and q[Questions.answer]:
-                    context = uniform_context(ranking, rows_by_id, index.position, ev.answer_budget)
+                    # Each method answers from its own context: SEEM's with its frames and seed facts.
+                    context = build_context(index, result, ev.answer_budget).text
                     qa_items.append(QaItem(name, q[Questions.question_id], q[Questions.question], date, q[Questions.answer], context))
                 if run.benchmark == "locomo":
                     gold = normalise_locomo_evidence(q[Questions.evidence], set(ref_of.values()))
                     locomo_rows[name].append(LocomoQuestion(
-                        locomo_category(q[Questions.category]), score_locomo(gold, refs, words_of.get, ks, budgets),
+                        locomo_category(q[Questions.category]),
+                        score_locomo(gold, refs, ks, {b: [ref_of[p] for p in build_context(index, result, b).passage_ids] for b in budgets}),
                     ))
                 else:
                     _score_lme(lme_rows[name], q, refs, [speaker_of[p] for p in ranking], ref_of)
@@ -255,7 +256,7 @@ def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
         "store": store,
         "config": {
             "methods": list(methods), "extractor": f"{extractor.name} v{extractor.version}",
-            "embedder": embedder.name, "ks": ks, "budgets_words": budgets,
+            "embedder": embedder.name, "ks": ks, "budgets_tokens": budgets,
             "granularities": granularities, "corpus": ev.corpus if run.benchmark == "longmemeval" else "all",
             "llm": config.llm.describe() if config.llm.enabled else None,
             "settings": config.model_dump(mode="json"),
@@ -278,7 +279,7 @@ def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
         results["questions"] = next((r["questions"] for per in results["methods"].values() for r in per.values() if r), 0)
     if config.llm.enabled:
         results["qa"] = {
-            "budget_words": ev.answer_budget,
+            "budget_tokens": ev.answer_budget,
             "methods": summarise_qa(qa_results, qa_records),
             "model_calls": sum(r.calls for r in qa_records),
             "by_prompt": {p: {"calls": sum(r.calls for r in qa_records if r.prompt == p),

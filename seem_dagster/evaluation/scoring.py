@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from seem_dagster.evaluation.metrics import (
@@ -18,18 +18,6 @@ from seem_dagster.evaluation.metrics import (
 LME_KS = (1, 3, 5, 10, 30, 50)
 
 
-def budget_prefix(ranked: Sequence[str], cost: Callable[[str], int], budget: int) -> list[str]:
-    """The ranked items an answering model would read within ``budget`` words (at least one)."""
-    chosen, spent = [], 0
-    for item in ranked:
-        c = cost(item)
-        if chosen and spent + c > budget:
-            break
-        chosen.append(item)
-        spent += c
-    return chosen
-
-
 @dataclass
 class LocomoQuestion:
     category: str
@@ -37,11 +25,12 @@ class LocomoQuestion:
 
 
 def score_locomo(
-    gold: Sequence[str], ranked_refs: Sequence[str], cost: Callable[[str], int], ks: Sequence[int], budgets: Sequence[int]
+    gold: Sequence[str], ranked_refs: Sequence[str], ks: Sequence[int], in_context: Mapping[int, Sequence[str]]
 ) -> dict[str, float]:
+    """Recall in the top k, and among the turns each budget's context holds (``in_context``: budget in
+    tokens -> the refs of the turns the method's context includes)."""
     scores = {f"recall@{k}": evidence_recall(gold, ranked_refs, k) for k in ks}
-    for budget in budgets:
-        within = budget_prefix(ranked_refs, cost, budget)
+    for budget, within in in_context.items():
         scores[f"recall@budget{budget}"] = evidence_recall(gold, within, len(within))
     return scores
 

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from seem_dagster.retrieval.context import render, select_within_budget
+from seem_dagster.retrieval.context import Context, build_context
 from seem_dagster.retrieval.index import MemoryIndex
 from seem_dagster.retrieval.query import encode_query
 from seem_dagster.retrieval.search import RetrievalConfig, RetrievalResult, retrieve
@@ -18,14 +18,14 @@ class Answered:
     question: str
     date: datetime
     result: RetrievalResult
-    context: str
+    context: Context
     seconds: float
     answer: dict | None = None  # {"answer", "evidence"} from the answering model, when one is configured
 
 
 def ask(
     index: MemoryIndex, question: str, date: datetime | None, extractor, embedder, config: RetrievalConfig,
-    *, budget_words: int, llm=None,
+    *, budget_tokens: int, llm=None,
 ) -> Answered:
     """``llm`` (an LlmSession) extracts the query facts and answers from the context; without it the
     embedded extractor reads the question and the evidence is the output."""
@@ -35,8 +35,8 @@ def ask(
     query = encode_query(question, date, extractor, embedder, index.passages[Passages.conversation_id][0], facts=facts)
     result = retrieve(index, query.vector, query.fact_vectors, config, question_text=question)
     seconds = time.perf_counter() - started
-    context = render(index, result, select_within_budget(index, result, budget_words))
-    answer = llm.answer(question, date, context) if llm is not None else None
+    context = build_context(index, result, budget_tokens)
+    answer = llm.answer(question, date, context.text) if llm is not None else None
     return Answered(question, date, result, context, seconds, answer)
 
 

@@ -44,6 +44,15 @@ class MemoryIndex:
         return Bm25([passage_text(s, t) for s, t in zip(self.passages[Passages.speaker].to_list(), self.passages[Passages.text].to_list())])
 
     @cached_property
+    def rows(self) -> dict[str, dict]:
+        """passage id -> its row (the context renders turns from these)."""
+        return {r[Passages.passage_id]: r for r in self.passages.iter_rows(named=True)}
+
+    @cached_property
+    def source_refs(self) -> dict[str, str]:
+        return dict(zip(self.passages[Passages.passage_id].to_list(), self.passages[Passages.source_ref].to_list()))
+
+    @cached_property
     def session_members(self) -> dict[str, list[str]]:
         """passage id -> every passage of its session, in order (the unfused neighbourhood)."""
         sessions: dict[int, list[str]] = {}

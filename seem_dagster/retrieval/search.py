@@ -2,6 +2,16 @@
 
 Pure: the query arrives as vectors (the question and its extracted quadruples); the memory as a
 MemoryIndex. Every returned passage carries the reason it is there.
+
+Each passage starts from a prior: its direct match with the question (dense + BM25, a reply sharing
+its question's match) plus, with ``fact_key_weight``, the score of its best fact: facts are
+retrieval keys that point back to their passage, so a turn whose words miss the question ("I'm off
+to go swimming with the kids") is still found through its fact (Melanie; go swim with; kids). The
+walk starts from that prior and the seed facts' entities and brings in turns that share entities
+with them. RPE then expands the top passages into the turns around them (their episode, session
+neighbours, replies, rare-name links), keeps only expansions the walk itself ranks within
+``rpe_within`` and places them after the first ``rpe_after`` passages: the best matches stay on
+top and the context of the best one follows them.
 """
 
 from __future__ import annotations
@@ -104,11 +114,24 @@ def inherit_replies(scores: np.ndarray, answers_to: np.ndarray, share: float) ->
     return out
 
 
+def fact_keys(index: MemoryIndex, fact_scores: np.ndarray, config: RetrievalConfig) -> np.ndarray:
+    """Per passage, its best fact's score above ``min_fact_score`` (0 without one); a reply inherits
+    its question's share as in the prior."""
+    keys = np.zeros(index.passages.height, dtype=np.float64)
+    if fact_scores.shape[0]:
+        rows = np.fromiter((index.position[p] for p in index.facts[Facts.passage_id].to_list()), dtype=np.int64, count=len(fact_scores))
+        np.maximum.at(keys, rows, np.clip(fact_scores - config.min_fact_score, 0, None))
+    return inherit_replies(keys, index.answers_to, config.answer_share)
+
+
 def retrieve(
     index: MemoryIndex, question: np.ndarray, query_facts: np.ndarray, config: RetrievalConfig, *, question_text: str | None = None
 ) -> RetrievalResult:
     prior = passage_prior(index, question, question_text, config)
-    seeds = seeds_from(index, score_facts(index, question, query_facts), config) if config.use_graph else []
+    fact_scores = score_facts(index, question, query_facts) if config.use_graph or config.fact_key_weight else None
+    if config.fact_key_weight and prior.shape[0]:
+        prior = prior + config.fact_key_weight * fact_keys(index, fact_scores, config)
+    seeds = seeds_from(index, fact_scores, config) if config.use_graph else []
     ids = index.graph.passage_ids
     if seeds:
         reset = reset_vector(index, seeds, prior, config)
@@ -151,49 +174,57 @@ def rank_by_mass(mass: np.ndarray, prior: np.ndarray, tie: float = PAGERANK_TIE)
 
 
 def expand(index: MemoryIndex, ranked: list[Ranked], config: RetrievalConfig) -> tuple[list[Ranked], list[int]]:
-    """Reverse Provenance Expansion: each top passage brings, right after it, the nearest turns of its
-    episode or session, the turns that share a rare proper name with it, and the replies to those
-    that ask something (RetrievalConfig says how many of each)."""
-    out: list[Ranked] = []
-    seen: set[str] = set()
+    """Reverse Provenance Expansion: each of the top ``top_passages_rpe`` passages brings the nearest
+    turns of its episode or session, the turns that share a rare proper name with it, and the replies
+    to those that ask something. An expansion is kept when the walk ranks it within ``rpe_within``
+    and below the first ``rpe_after`` passages, after which the kept ones are placed, anchor by
+    anchor (never before their anchor)."""
+    head = ranked[: max(config.rpe_after, config.top_passages_rpe)]
+    rank_of = {r.passage_id: i for i, r in enumerate(ranked)}
+    taken = {r.passage_id for r in head}
+    expansions: list[Ranked] = []
     used: list[int] = []
-    refs = dict(zip(index.passages[Passages.passage_id].to_list(), index.passages[Passages.source_ref].to_list()))
-    for rank, item in enumerate(ranked):
-        if item.passage_id in seen:
-            continue
-        out.append(item)
-        seen.add(item.passage_id)
-        if rank >= config.top_passages_rpe:
-            continue
-        ep = index.episode_of.get(item.passage_id) if config.rpe_scope in ("episode", "both") else None
-        members = index.episodes[Episodes.passage_ids][ep].to_list() if ep is not None else []
-        if config.rpe_scope in ("session", "both"):
-            turn = index.turn_index[item.passage_id]
-            members = members + [p for p in index.session_members.get(item.passage_id, [])
-                                 if abs(index.turn_index[p] - turn) <= config.rpe_turn_window]
-        members = [p for p in dict.fromkeys(members) if p not in seen]
-        anchor = index.position[item.passage_id]
-        nearest = sorted(members, key=lambda p: (abs(index.position[p] - anchor), index.position[p]))[: config.rpe_max_per_episode]
-        named = _name_linked(index, item.passage_id, seen | set(nearest), config)
-        chosen = nearest + list(named)
-        replies = _replies_to(index, chosen, seen | set(chosen) | {item.passage_id}) if config.rpe_follow_reply else {}
-        chosen += list(replies)
-        episode_members = set(index.episodes[Episodes.passage_ids][ep].to_list()) if ep is not None else set()
-        if episode_members & set(chosen):
-            used.append(ep)  # only an episode that brought a turn is one the context describes
-        anchor_ref = refs[item.passage_id]
-        for p in sorted(chosen, key=index.position.get):
-            if p in episode_members:
-                why = f"episode {index.episodes[Episodes.episode_id][ep]} expanded from anchor {anchor_ref}"
-            elif p in named:
-                why = f"names {named[p]}, as anchor {anchor_ref} does"
-            elif p in replies and replies[p] in named:
-                why = f"answers {refs[replies[p]]}, which names {named[replies[p]]} as anchor {anchor_ref} does"
-            else:
-                why = f"same-session neighbour of anchor {anchor_ref}"
-            out.append(Ranked(p, item.score, why))
-            seen.add(p)
-    return out, used
+    for anchor in ranked[: config.top_passages_rpe]:
+        brought, episode = _expansions(index, anchor, taken, config)
+        taken |= {b.passage_id for b in brought}
+        kept = [b for b in brought if rank_of.get(b.passage_id, len(ranked)) < config.rpe_within]
+        expansions += kept
+        if episode is not None and any(b.reason.startswith("episode ") for b in kept):
+            used.append(episode)  # only an episode that brought a turn is one the context describes
+    placed = {r.passage_id for r in head} | {b.passage_id for b in expansions}
+    return head + expansions + [r for r in ranked if r.passage_id not in placed], used
+
+
+def _expansions(index: MemoryIndex, anchor: Ranked, taken: set[str], config: RetrievalConfig) -> tuple[list[Ranked], int | None]:
+    """What one anchor brings (none of ``taken``), in conversation order, each with its reason; and
+    the anchor's episode."""
+    pid = anchor.passage_id
+    ep = index.episode_of.get(pid) if config.rpe_scope in ("episode", "both") else None
+    members = index.episodes[Episodes.passage_ids][ep].to_list() if ep is not None else []
+    if config.rpe_scope in ("session", "both"):
+        turn = index.turn_index[pid]
+        members = members + [p for p in index.session_members.get(pid, []) if abs(index.turn_index[p] - turn) <= config.rpe_turn_window]
+    members = [p for p in dict.fromkeys(members) if p not in taken and p != pid]
+    at = index.position[pid]
+    nearest = sorted(members, key=lambda p: (abs(index.position[p] - at), index.position[p]))[: config.rpe_max_per_episode]
+    named = _name_linked(index, pid, taken | set(nearest), config)
+    chosen = nearest + list(named)
+    replies = _replies_to(index, chosen, taken | set(chosen) | {pid}) if config.rpe_follow_reply else {}
+    chosen += list(replies)
+    episode_members = set(index.episodes[Episodes.passage_ids][ep].to_list()) if ep is not None else set()
+    refs = index.source_refs
+    out = []
+    for p in sorted(chosen, key=index.position.get):
+        if p in episode_members:
+            why = f"episode {index.episodes[Episodes.episode_id][ep]} expanded from anchor {refs[pid]}"
+        elif p in named:
+            why = f"names {named[p]}, as anchor {refs[pid]} does"
+        elif p in replies and replies[p] in named:
+            why = f"answers {refs[replies[p]]}, which names {named[replies[p]]} as anchor {refs[pid]} does"
+        else:
+            why = f"same-session neighbour of anchor {refs[pid]}"
+        out.append(Ranked(p, anchor.score, why))
+    return out, ep
 
 
 def _name_linked(index: MemoryIndex, anchor: str, taken: set[str], config: RetrievalConfig) -> dict[str, str]:

@@ -34,7 +34,7 @@ def retrieved_context(
     rows, seconds, recalls = [], [], []
     for q in questions.iter_rows(named=True):
         answered = ask(index, q[Questions.question], q[Questions.question_date], extractor, embedder, seem.retrieval,
-                       budget_words=seem.query.budget_words, llm=session)
+                       budget_tokens=seem.query.budget_tokens, llm=session)
         seconds.append(answered.seconds)
         if session is not None:
             answers.append((q[Questions.question_id], q[Questions.question], (answered.answer or {}).get("answer"), q[Questions.answer]))
