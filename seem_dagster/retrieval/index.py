@@ -49,6 +49,11 @@ class MemoryIndex:
         return {r[Passages.passage_id]: r for r in self.passages.iter_rows(named=True)}
 
     @cached_property
+    def fact_rows(self) -> np.ndarray:
+        """Fact row -> the row of the passage it came from."""
+        return np.fromiter((self.position[p] for p in self.facts[Facts.passage_id].to_list()), dtype=np.int64, count=self.facts.height)
+
+    @cached_property
     def source_refs(self) -> dict[str, str]:
         return dict(zip(self.passages[Passages.passage_id].to_list(), self.passages[Passages.source_ref].to_list()))
 

@@ -119,8 +119,7 @@ def fact_keys(index: MemoryIndex, fact_scores: np.ndarray, config: RetrievalConf
     its question's share as in the prior."""
     keys = np.zeros(index.passages.height, dtype=np.float64)
     if fact_scores.shape[0]:
-        rows = np.fromiter((index.position[p] for p in index.facts[Facts.passage_id].to_list()), dtype=np.int64, count=len(fact_scores))
-        np.maximum.at(keys, rows, np.clip(fact_scores - config.min_fact_score, 0, None))
+        np.maximum.at(keys, index.fact_rows, np.clip(fact_scores - config.min_fact_score, 0, None))
     return inherit_replies(keys, index.answers_to, config.answer_share)
 
 
