@@ -196,6 +196,42 @@ def cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
+SQL_FLAGS = (STORE, Shortcut("--max-rows", "sql.max_rows", metavar="N"), Shortcut("--timeout", "sql.timeout_s", metavar="SECONDS"))
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    from seem_dagster.config import ConfigError
+    from seem_dagster.sql.guard import SqlRefused
+    from seem_dagster.sql.memory import SqlMemory
+    from seem_dagster.sql.output import render, render_schema
+    from seem_dagster.store.snapshot import SnapshotError
+
+    if not args.schema and args.query is None:
+        return _fail("give a query (one SELECT statement) or --schema", EXIT_INPUT)
+    try:
+        config = _resolve(args, SQL_FLAGS).config
+    except ConfigError as err:
+        return _fail(str(err), EXIT_INPUT)
+    try:
+        memory = SqlMemory.open(config.store.root, args.conversation, config.sql)
+    except SnapshotError as err:
+        return _fail(str(err), EXIT_RUN)
+    with memory:
+        for cid, why in memory.skipped.items():
+            print(f"seem sql: {cid} left out: {why}", file=sys.stderr)
+        if args.schema:
+            print(render_schema(memory.describe(), "json" if args.format == "json" else "table"))
+            return 0
+        try:
+            result = memory.query(args.query)
+        except SqlRefused as err:
+            return _fail(str(err), EXIT_INPUT)
+    print(render(result, args.format, config.sql.max_rows))
+    if result.truncated and args.format != "table":
+        print(f"seem sql: cut at {config.sql.max_rows} rows (sql.max_rows)", file=sys.stderr)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from seem_dagster.config import ConfigError
     from seem_dagster.demo import run_demo
@@ -268,6 +304,14 @@ def parser() -> argparse.ArgumentParser:
     q.add_argument("--json", action="store_true", help="print JSON: passages with passage_id, source_ref, text, timestamp, score, reason")
     _add_config_flags(q, QUERY_FLAGS)
     q.set_defaults(func=cmd_query)
+
+    sq = sub.add_parser("sql", help="run one read-only SELECT over the memory's tables (DuckDB views)")
+    sq.add_argument("query", nargs="?", help="one SELECT or WITH ... SELECT statement; views are named after the tables")
+    sq.add_argument("--conversation", metavar="ID", help="one conversation (default: every built conversation in the store)")
+    sq.add_argument("--schema", action="store_true", help="list the views, their columns and row counts")
+    sq.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format")
+    _add_config_flags(sq, SQL_FLAGS)
+    sq.set_defaults(func=cmd_sql)
 
     d = sub.add_parser("demo", help="build the bundled sample end to end and show what the memory holds")
     _add_config_flags(d, (STORE,))

@@ -166,7 +166,7 @@ def test_seem_demo_runs_on_the_bundled_sample(tmp_path):
     assert gold == 17 and f"{found} of {gold} gold turns in the top 10" in out.stdout
     assert len(missed) == sum(int(c[0]) < int(c[1]) for c in counts)
     # Issue 4's bar: every gold turn of every sample question is among the top-10 evidence.
-    assert "All gold turns found for 8 of 8 questions; 17 of 17 gold turns in the top 10" in out.stdout, out.stdout[-3000:]
+    assert "All gold turns found for 12 of 12 questions; 21 of 21 gold turns in the top 10" in out.stdout, out.stdout[-3000:]
 
 
 @pytest.mark.slow
