@@ -131,7 +131,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
-QUERY_FLAGS = (STORE, Shortcut("--k", "query.k", metavar="N"), Shortcut("--budget", "query.budget_words", metavar="WORDS"), *LLM_FLAGS)
+QUERY_FLAGS = (STORE, Shortcut("--k", "query.k", metavar="N"), Shortcut("--budget", "query.budget_words", metavar="WORDS"),
+               Shortcut("--property-lines", "properties.context_lines", metavar="N"), *LLM_FLAGS)
 
 
 def cmd_query(args: argparse.Namespace) -> int:
@@ -141,6 +142,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     from seem_dagster import backends
     from seem_dagster.config import ConfigError
     from seem_dagster.retrieval.answer import ask, passages_json
+    from seem_dagster.retrieval.as_of import parse_as_of
     from seem_dagster.retrieval.load import load_index
     from seem_dagster.store.snapshot import SnapshotError
 
@@ -148,6 +150,10 @@ def cmd_query(args: argparse.Namespace) -> int:
         date = datetime.fromisoformat(args.date) if args.date else None
     except ValueError:
         return _fail(f"--date {args.date!r} is not an ISO date", EXIT_INPUT)
+    try:
+        as_of = parse_as_of(args.as_of) if args.as_of else None
+    except ValueError:
+        return _fail(f"--as-of {args.as_of!r} is not an ISO date", EXIT_INPUT)
     try:
         config = _resolve(args, QUERY_FLAGS).config
     except ConfigError as err:
@@ -164,7 +170,8 @@ def cmd_query(args: argparse.Namespace) -> int:
         session = LlmSession(config.llm, store, args.conversation)
     answered = ask(
         index, args.question, date, backends.extractor(config.extraction.extractor), backends.embedder(config.extraction.embedder),
-        config.retrieval, budget_words=config.query.budget_words, llm=session,
+        config.retrieval, budget_words=config.query.budget_words, llm=session, as_of=as_of,
+        property_lines=config.properties.context_lines,
     )
     answer = answered.answer or {}
     llm_calls = None
@@ -175,13 +182,15 @@ def cmd_query(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({
             "question": args.question, "conversation_id": args.conversation, "date": answered.date.isoformat(),
+            "as_of": as_of.isoformat() if as_of else None,
             "mode": answered.result.mode, "passages": items,
             "seed_facts": [s.__dict__ for s in answered.result.seeds],
             "context": answered.context, "answer": answer.get("answer"), "answer_evidence": answer.get("evidence"),
             "llm_calls": llm_calls,
         }, indent=2, ensure_ascii=False))
         return 0
-    print(f"Q: {args.question}  (as of {answered.date:%Y-%m-%d}, {answered.result.mode} retrieval, {answered.seconds * 1000:.0f} ms)\n")
+    memory = f"; the memory as it stood on {as_of:%Y-%m-%d}" if as_of else ""
+    print(f"Q: {args.question}  (asked {answered.date:%Y-%m-%d}{memory}, {answered.result.mode} retrieval, {answered.seconds * 1000:.0f} ms)\n")
     for item in items:
         print(f"{item['rank']:>3}. [{item['source_ref']}] {item['timestamp'][:10]} {item['speaker']}: {item['text']}")
         print(f"     why: {item['reason']}")
@@ -301,6 +310,8 @@ def parser() -> argparse.ArgumentParser:
     q.add_argument("question")
     q.add_argument("--conversation", required=True, metavar="ID")
     q.add_argument("--date", help="the question's date (ISO); relative dates in the question resolve against it")
+    q.add_argument("--as-of", metavar="DATE", help="answer from the memory as it stood on DATE: later turns left out, "
+                   "property values as they held then (--date defaults to it)")
     q.add_argument("--json", action="store_true", help="print JSON: passages with passage_id, source_ref, text, timestamp, score, reason")
     _add_config_flags(q, QUERY_FLAGS)
     q.set_defaults(func=cmd_query)

@@ -67,5 +67,6 @@ def _stage(asset: str, config: SeemConfig) -> dict:
         return {"embedder": embedder}
     if asset == "retrieved_context":
         return {"embedder": embedder, "extractor": _extractor(config), "retrieval": config.retrieval.model_dump(mode="json"),
-                "query": config.query.model_dump(mode="json"), "llm": _model(config) if config.llm.enabled else None}
+                "query": config.query.model_dump(mode="json"), "properties": config.properties.model_dump(mode="json"),
+                "llm": _model(config) if config.llm.enabled else None}
     raise ValueError(f"no stage is known for asset {asset!r}")  # pragma: no cover (CODE_VERSIONS names every asset)
