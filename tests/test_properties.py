@@ -160,3 +160,31 @@ def test_ids_are_stable_and_the_schema_refuses_a_dangling_supersedes():
     broken = a.with_columns(pl.lit("v_0000000000000000").alias(Properties.supersedes))
     with pytest.raises(Exception, match="supersedes"):
         Properties.validate(broken, lazy=True)
+
+
+def test_the_route_fusion_keeps_seems_order_and_lifts_what_both_routes_rank():
+    from seem_dagster.retrieval.property_route import fuse
+
+    seem = ["a", "b", "c", "d"]
+    assert fuse(seem, [], 0.5) == seem
+    assert fuse(seem, ["d"], 0.5)[:2] == ["d", "a"]  # 1/64 + 0.5/61 > 1/61
+    assert fuse(seem, ["d"], 0.0) == seem
+
+
+@pytest.mark.slow
+def test_the_property_route_brings_the_current_value_first_on_the_sample(sample_store):
+    from seem_dagster import backends
+    from seem_dagster.config import PropertiesConfig, RetrievalConfig
+    from seem_dagster.evaluation.methods import rankers
+    from seem_dagster.retrieval.load import load_index
+    from seem_dagster.retrieval.property_route import property_ranking
+    from seem_dagster.retrieval.query import encode_query
+
+    index = load_index(sample_store, "priya-tomas")
+    refs = dict(zip(index.passages[Passages.passage_id].to_list(), index.passages[Passages.source_ref].to_list()))
+    query = encode_query("Where does Tomas live now?", datetime(2024, 11, 1), backends.extractor("embedded"), backends.embedder("minilm"))
+    route = [refs[p] for p in property_ranking(index, query.vector, query.fact_vectors, PropertiesConfig())]
+    assert route[:2] == ["s4-12", "s1-12"]  # the move (current value) first, then what it superseded
+    ranked = rankers(RetrievalConfig(), ["seem", "seem+properties"], PropertiesConfig())
+    seem, fused = ([refs[p] for p in r(index, query)] for r in ranked.values())
+    assert fused.index("s4-12") < seem.index("s4-12")

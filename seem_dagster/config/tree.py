@@ -175,7 +175,7 @@ class PropertiesConfig(Section):
     )
     route_properties: int = Field(5, ge=1, description="the property route: best-matching properties whose histories bring passages")
     route_min_score: float = Field(0.45, description="the property route: a property below this cosine with the question brings nothing")
-    route_weight: float = Field(1.0, ge=0, description="the property route: weight of its ranking in the fusion with SEEM's")
+    route_weight: float = Field(0.5, ge=0, description="the property route: weight of its ranking in the fusion with SEEM's")
 
 
 class SqlConfig(Section):

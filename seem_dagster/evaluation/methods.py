@@ -7,6 +7,7 @@ ablation, each step adds one part of SEEM to the one before:
     seem-no-rpe     + the graph (fact seeds, personalized PageRank over the prior)
     seem-no-fusion  + RPE from the anchor's session neighbours, replies and name links (no episodes)
     seem            + the fused episodes in RPE
+    seem+properties + the property route: the histories of the best-matching properties (retrieval/property_route.py)
 
 ``prior+rpe`` is RPE without the graph; ``hybrid+reply`` gives hybrid's scores the prior's reply
 share, so no heuristic of the prior is counted as structure.
@@ -18,8 +19,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from seem_dagster.config import METHODS, RetrievalConfig
+from seem_dagster.config import METHODS, PropertiesConfig, RetrievalConfig
 from seem_dagster.retrieval.index import MemoryIndex
+from seem_dagster.retrieval.property_route import fuse, property_ranking
 from seem_dagster.retrieval.query import EncodedQuery
 from seem_dagster.retrieval.search import inherit_replies, retrieve
 
@@ -28,7 +30,7 @@ RRF_K = 60
 Ranker = Callable[[MemoryIndex, EncodedQuery], list[str]]
 
 
-ABLATION = ("prior", "seem-no-rpe", "seem-no-fusion", "seem")  # each row adds one part (module docstring)
+ABLATION = ("prior", "seem-no-rpe", "seem-no-fusion", "seem", "seem+properties")  # each row adds one part (module docstring)
 
 
 def rrf_scores(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> dict[str, float]:
@@ -78,7 +80,18 @@ def _seem(config: RetrievalConfig) -> Ranker:
     return rank
 
 
-def rankers(base: RetrievalConfig, methods: Sequence[str] = METHODS) -> dict[str, Ranker]:
+def _seem_properties(config: RetrievalConfig, properties: PropertiesConfig) -> Ranker:
+    """SEEM fused with the property route (retrieval/property_route.py)."""
+    seem = _seem(config)
+
+    def rank(index: MemoryIndex, query: EncodedQuery) -> list[str]:
+        route = property_ranking(index, query.vector, query.fact_vectors, properties)
+        return fuse(seem(index, query), route, properties.route_weight)
+
+    return rank
+
+
+def rankers(base: RetrievalConfig, methods: Sequence[str] = METHODS, properties: PropertiesConfig | None = None) -> dict[str, Ranker]:
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
@@ -93,5 +106,6 @@ def rankers(base: RetrievalConfig, methods: Sequence[str] = METHODS) -> dict[str
         "bm25": bm25,
         "hybrid": hybrid,
         "hybrid+reply": _hybrid_reply(base.answer_share),
+        "seem+properties": _seem_properties(base, properties or PropertiesConfig()),
     }
     return {m: table[m] for m in methods}

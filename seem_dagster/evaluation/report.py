@@ -75,7 +75,7 @@ def markdown(results: dict) -> str:
 
 
 ABLATION_STEPS = (("prior", "passage prior alone"), ("seem-no-rpe", "+ graph"), ("seem-no-fusion", "+ RPE (session)"),
-                  ("seem", "+ fusion (RPE over episodes)"))
+                  ("seem", "+ fusion (RPE over episodes)"), ("seem+properties", "+ property route"))
 
 
 def _ablation(results: dict) -> list[str]:
