@@ -241,6 +241,36 @@ def cmd_sql(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tools(args: argparse.Namespace, shortcuts):
+    """The memory tools over the store, or (None, exit code) after saying why not."""
+    from seem_dagster.agent.tools import MemoryTools, ToolInputError
+    from seem_dagster.config import ConfigError
+    from seem_dagster.store.sources import registered_conversations
+
+    try:
+        config = _resolve(args, shortcuts).config
+    except ConfigError as err:
+        return None, _fail(str(err), EXIT_INPUT)
+    if not registered_conversations(config.store.root):
+        return None, _fail(f"no conversation in the store {config.store.root}: build one with `seem build`", EXIT_RUN)
+    tools = MemoryTools(config.store.root, config, None)
+    try:
+        tools.default = tools.conversation(args.conversation) if args.conversation else None
+    except ToolInputError as err:
+        return None, _fail(str(err), EXIT_INPUT)
+    return tools, 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from seem_dagster.agent.mcp_server import serve
+
+    tools, code = _tools(args, (STORE, *SQL_FLAGS[1:]))
+    if tools is None:
+        return code
+    serve(tools)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from seem_dagster.config import ConfigError
     from seem_dagster.demo import run_demo
@@ -323,6 +353,11 @@ def parser() -> argparse.ArgumentParser:
     sq.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format")
     _add_config_flags(sq, SQL_FLAGS)
     sq.set_defaults(func=cmd_sql)
+
+    m = sub.add_parser("mcp", help="serve the memory tools (schema, entity_lookup, property_search, sql, search) over MCP on stdio")
+    m.add_argument("--conversation", metavar="ID", help="the conversation tools use by default (and the only one `sql` sees)")
+    _add_config_flags(m, (STORE, *SQL_FLAGS[1:]))
+    m.set_defaults(func=cmd_mcp)
 
     d = sub.add_parser("demo", help="build the bundled sample end to end and show what the memory holds")
     _add_config_flags(d, (STORE,))
