@@ -271,6 +271,55 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
+ASK_FLAGS = (STORE, Shortcut("--max-tool-calls", "agent.max_tool_calls", metavar="N"), *LLM_FLAGS)
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    import json
+    from datetime import datetime
+
+    try:
+        date = datetime.fromisoformat(args.date) if args.date else None
+    except ValueError:
+        return _fail(f"--date {args.date!r} is not an ISO date", EXIT_INPUT)
+    if not args.agent:
+        return _fail("`seem ask` answers with the tool-using agent: add --agent (`seem query --backend ...` answers "
+                     "from SEEM's context in one call)", EXIT_INPUT)
+    tools, code = _tools(args, ASK_FLAGS)
+    if tools is None:
+        return code
+    config = tools.config
+    if config.llm.backend != "openai":
+        return _fail("--agent needs an OpenAI-compatible chat API with tool calls: --backend openai --base-url URL --model NAME "
+                     "(vllm serve, llama.cpp's server, a hosted API)", EXIT_INPUT)
+    from seem_dagster.agent.answerer import ChatClient, ToolBox, answer_with_tools
+    from seem_dagster.agent.mcp_server import build_server
+    from seem_dagster.agent.tools import ToolInputError
+
+    try:
+        cid = tools.conversation(args.conversation)
+        index = tools.index(cid)
+    except ToolInputError as err:
+        return _fail(str(err), EXIT_RUN)
+    from seem_dagster.schemas import Passages
+
+    tools.default = cid
+    date = date or index.passages[Passages.timestamp].max()
+    try:
+        answered = answer_with_tools(args.question, date, cid, ToolBox(build_server(tools)), ChatClient(config.llm, config.agent),
+                                     config.agent)
+    finally:
+        tools.close()
+    if args.json:
+        print(json.dumps({"conversation_id": cid, "date": date.isoformat(), **answered.to_json()}, indent=2, ensure_ascii=False))
+    else:
+        print(f"Q: {args.question}  (asked {date:%Y-%m-%d}; {len(answered.tool_calls)} tool calls, {len(answered.model_calls)} model calls)\n")
+        for call in answered.tool_calls:
+            print(f"  [{call.turn}] {call.name}({call.arguments}){' -> error: ' + call.result if call.error else f' -> {len(call.result)} characters'}")
+        print(f"\nA: {answered.answer}" if answered.answer else f"\nA: (no answer: {answered.stopped}; {answered.error})")
+    return 0 if answered.answer is not None else EXIT_RUN
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from seem_dagster.config import ConfigError
     from seem_dagster.demo import run_demo
@@ -358,6 +407,15 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--conversation", metavar="ID", help="the conversation tools use by default (and the only one `sql` sees)")
     _add_config_flags(m, (STORE, *SQL_FLAGS[1:]))
     m.set_defaults(func=cmd_mcp)
+
+    a = sub.add_parser("ask", help="answer a question with a tool-using model over the memory tools (--agent)")
+    a.add_argument("question")
+    a.add_argument("--conversation", metavar="ID", help="the conversation (default: the store's only one)")
+    a.add_argument("--agent", action="store_true", help="let the model call schema, entity_lookup, property_search, sql and search")
+    a.add_argument("--date", help="the question's date (ISO); default the date of the last turn")
+    a.add_argument("--json", action="store_true", help="print JSON: the answer, every model call and every tool call with its result")
+    _add_config_flags(a, ASK_FLAGS)
+    a.set_defaults(func=cmd_ask)
 
     d = sub.add_parser("demo", help="build the bundled sample end to end and show what the memory holds")
     _add_config_flags(d, (STORE,))
