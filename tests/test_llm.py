@@ -30,7 +30,11 @@ GOOD = {"summary": "Priya signed up for the Riverside Half Marathon.", "events":
     {"participants": ["Priya"], "action": "signed up for the half marathon", "time": "2024-03-01", "time_text": "yesterday",
      "location": None, "cause": None, "manner": None}],
     "facts": [{"subject": "Priya", "relation": "signed up for", "object": "Riverside Half Marathon", "time": "2024-03-01", "time_text": "yesterday"},
-              {"subject": "Priya", "relation": "", "object": "x", "time": None, "time_text": None}]}
+              {"subject": "Priya", "relation": "", "object": "x", "time": None, "time_text": None}],
+    "properties": [{"entity": "Priya", "property": "races_entered", "value": "Riverside Half Marathon", "dtype": "string", "time": "2024-03-01"},
+                   {"entity": "Priya", "property": "Lives In", "value": "Leeds", "dtype": "string", "time": "2024-02"},
+                   {"entity": "Priya", "property": "age", "value": "thirty", "dtype": "number", "time": None},
+                   {"entity": " ", "property": "x", "value": "y", "dtype": "string", "time": None}]}
 
 
 def inputs(texts):
@@ -118,6 +122,13 @@ def test_a_rebuild_with_the_same_settings_makes_zero_calls_and_a_new_turn_pays_o
     grown = extract_conversations(tmp_path, {"c": conv(texts + ["And I ran 10k."])}, config, engine=engine)["c"]
     assert grown.calls[LlmCalls.calls].to_list() == [0, 0, 1]
     assert len(made[0].calls[-1][0]) == 1  # the last engine call carried only the new turn
+    # properties: the model's for the passages it answered (same call), the fallback's facts' for the rescued one
+    props = grown.properties.table
+    by_source = dict(props.group_by("passage_id").agg(pl.col("source").unique()).iter_rows())
+    assert by_source["p_0000000000000000"] == ["llm"] and by_source.get("p_0000000000000001", ["t"])[0] != "llm"
+    lives = props.filter(pl.col("property") == "lives_in").row(0, named=True)
+    assert lives["single_valued"] and lives["valid_from"] == datetime(2024, 2, 1) and lives["said_at"] == T
+    assert set(props.filter(pl.col("property") == "age")["dtype"]) == {"string"}  # declared a number, but "thirty" is kept as text
 
 
 class ScriptedServer(BaseHTTPRequestHandler):
@@ -201,6 +212,8 @@ def test_settings_name_what_is_missing():
 def test_extraction_from_drops_incomplete_facts_and_keeps_the_passage():
     result = extraction_from({**GOOD, "summary": "  "}, "p_1", "Priya: I signed up.")
     assert result.summary == "Priya: I signed up." and len(result.facts) == 1
+    assert [(p.entity, p.property, p.time) for p in result.properties] == [
+        ("Priya", "races_entered", "2024-03-01"), ("Priya", "Lives In", "2024-02-01/2024-02-29"), ("Priya", "age", None)]
 
 
 @pytest.mark.slow
