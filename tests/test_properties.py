@@ -188,3 +188,38 @@ def test_the_property_route_brings_the_current_value_first_on_the_sample(sample_
     ranked = rankers(RetrievalConfig(), ["seem", "seem+properties"], PropertiesConfig())
     seem, fused = ([refs[p] for p in r(index, query)] for r in ranked.values())
     assert fused.index("s4-12") < seem.index("s4-12")
+
+
+def test_scoring_pairs_rows_one_to_one_and_reads_times_as_days_within_the_gold_interval():
+    from seem_dagster.properties.scoring import Gold, Predicted, score
+
+    gold = [Gold("s1", "Tomas", "lives_in", "Chorlton", "2024-03-02", "2024-09-01/2024-09-30", True),
+            Gold("s2", "Tomas", "adopted", "beagle", "2024-04-13", None, False, ("adopt",)),
+            Gold("s3", "Priya", "coach", "Marta")]
+    predicted = [Predicted("s1", "tomas", "live_in", "Chorlton", datetime(2024, 3, 2, 19, 5), datetime(2024, 9, 1), True),
+                 Predicted("s2", "Tomas", "adopt", "a beagle", datetime(2024, 4, 14), None, False),
+                 Predicted("s2", "Tomas", "adopt", "a beagle", datetime(2024, 4, 13), None, False),
+                 Predicted("s3", "Priya", "coach", "Marta", datetime(2024, 4, 14), None, True)]
+    s = score(gold, predicted)
+    assert (s.matched, s.precision, s.recall) == (3, 0.75, 1.0)
+    assert (s.dated, s.valid_from_correct, s.ended, s.valid_to_correct) == (2, 1, 1, 1)  # the first s2 row took the pair
+    assert s.single_valued_agree == 2 and len(s.extra) == 1 and not s.missed
+
+
+def test_the_property_benchmark_prints_precision_and_recall_on_the_hand_labelled_sample(capsys):
+    import importlib.util
+
+    from conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("property_extraction", ROOT / "benchmarks" / "property_extraction.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    gold = bench.load_gold(ROOT / "data" / "sample_properties.jsonl")
+    assert len(gold) >= 40 and {g.turn for g in gold} >= {"s1-12", "s3-11", "s4-12"}
+    assert bench.main([]) == 0
+    out = capsys.readouterr().out
+    assert f"{len(gold)} gold properties" in out and "precision" in out and "recall" in out
+    # measured 2026-12-02: precision 0.48, recall 0.49; the three lives_in/works_at changes are among the matches
+    precision = float(out.split("precision ")[1].split()[0])
+    recall = float(out.split("recall ")[1].split()[0])
+    assert 0.3 <= precision <= 1 and 0.3 <= recall <= 1
