@@ -184,7 +184,7 @@ class SqlConfig(Section):
     max_rows: int = Field(1000, ge=1, description="rows returned at most; more are cut and the result says so")
     timeout_s: float = Field(10.0, gt=0, description="a query still running after this many seconds is interrupted")
     max_chars: int = Field(20_000, ge=1, description="longest SQL text accepted")
-    memory_limit: str = Field("1GB", pattern=r"^\d+(\.\d+)?\s*(KB|MB|GB|KiB|MiB|GiB)$", description="DuckDB's memory limit")
+    memory_limit_mb: int = Field(1024, ge=16, description="DuckDB's memory limit for a query, in MB")
     threads: int = Field(1, ge=1, description="DuckDB threads per query")
 
 

@@ -82,7 +82,7 @@ class SqlMemory:
         self.skipped = loaded.skipped
         self.con = duckdb.connect(":memory:", config={
             "enable_external_access": False, "autoload_known_extensions": False, "autoinstall_known_extensions": False,
-            "python_enable_replacements": False, "threads": config.threads, "memory_limit": config.memory_limit,
+            "python_enable_replacements": False, "threads": config.threads, "memory_limit": f"{config.memory_limit_mb}MB",
         })
         self.tables = loaded.tables
         for name, frame in loaded.tables.items():
