@@ -2,7 +2,9 @@
 
 Everything else is refused with one line that says why: writes, DDL, ATTACH, COPY, INSTALL/LOAD,
 PRAGMA, SET, a second statement after ``;``. The connection is locked down besides (no file access,
-locked configuration: ``memory.py``), so a SELECT that tries to read a file fails there too.
+locked configuration: ``memory.py``), so a SELECT that tries to read a file fails there too, and
+a data-modifying CTE (``WITH d AS (DELETE ... RETURNING *) SELECT ...``, which the parser types as a
+SELECT) fails at binding: the views are over Arrow data, and there is no base table to write.
 """
 
 from __future__ import annotations
