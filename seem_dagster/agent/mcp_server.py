@@ -7,6 +7,7 @@ whose text is the one-line reason. Nothing is printed on stdout but the protocol
 
 from __future__ import annotations
 
+import threading
 from typing import Annotated
 
 from pydantic import Field
@@ -27,10 +28,14 @@ def build_server(tools: MemoryTools):
     from mcp.server.mcpserver.exceptions import ToolError
 
     server = MCPServer("seem-memory", instructions=INSTRUCTIONS, log_level="WARNING")
+    # A client may send calls concurrently; the tools share one DuckDB connection and loaded
+    # indexes, so they run one at a time.
+    one_at_a_time = threading.Lock()
 
     def call(fn, *args, **kwargs) -> str:
         try:
-            return as_json(fn(*args, **kwargs))
+            with one_at_a_time:
+                return as_json(fn(*args, **kwargs))
         except ToolInputError as err:
             raise ToolError(str(err)) from None
 
