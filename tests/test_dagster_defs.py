@@ -105,7 +105,7 @@ def test_build_materializes_passages_with_checks_and_readable_metadata(tmp_path)
         __import__("dagster").AssetKey("passages")
     ).asset_materialization
     assert event.partition == "priya-tomas"
-    assert event.metadata["dagster/row_count"].value == 44
+    assert event.metadata["dagster/row_count"].value == 48
     assert "| source_ref | speaker | timestamp | text |" in event.metadata["preview"].value
     checks = [
         e.event_log_entry.dagster_event.event_specific_data
@@ -114,7 +114,7 @@ def test_build_materializes_passages_with_checks_and_readable_metadata(tmp_path)
     ]
     assert {c.check_name for c in checks} >= {"passages_schema", "questions_schema", "episodes_provenance"}
     assert all(c.passed for c in checks)
-    assert pl.read_parquet(snapshot.table_path(store, "passages", "priya-tomas").path).height == 44
+    assert pl.read_parquet(snapshot.table_path(store, "passages", "priya-tomas").path).height == 48
 
 
 @pytest.mark.slow

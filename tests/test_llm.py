@@ -245,9 +245,10 @@ def test_a_partition_range_is_extracted_in_one_step_as_one_batch(tmp_path):
     assert extract_frames.backfill_policy.max_partitions_per_run is None  # single_run
     assert extract_frames.op.pool == "llm"  # model steps share one concurrency pool
     resources = dict(defs.resources)
-    checks = [c for c in CHECKS if {k.asset_key.path[-1] for k in c.check_keys} & {"event_frames", "facts", "llm_calls"}]
+    outputs = ("event_frames", "facts", "properties", "llm_calls")
+    checks = [c for c in CHECKS if {k.asset_key.path[-1] for k in c.check_keys} & set(outputs)]
     result = materialize(
-        [ingest_conversation, extract_frames, *checks], selection=[AssetKey("event_frames"), AssetKey("facts"), AssetKey("llm_calls")],
+        [ingest_conversation, extract_frames, *checks], selection=[AssetKey(name) for name in outputs],
         instance=instance, resources=resources,
         tags={ASSET_PARTITION_RANGE_START_TAG: "alpha", ASSET_PARTITION_RANGE_END_TAG: "beta"},
     )
@@ -256,7 +257,7 @@ def test_a_partition_range_is_extracted_in_one_step_as_one_batch(tmp_path):
     assert "extract_frames" in steps and len(steps) == 1 + len(checks)  # both conversations in one extraction step
     evaluations = [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
     # Each blocking check read the range as {partition: table} and checked both conversations.
-    assert len(evaluations) == len(checks) == 5 and all(c.passed for c in evaluations)
+    assert len(evaluations) == len(checks) == 7 and all(c.passed for c in evaluations)
     assert all(c.metadata["partitions"].value == 2 for c in evaluations)
     materialized = [e.event_specific_data.materialization for e in result.all_events if e.event_type_value == "ASSET_MATERIALIZATION"]
     assert sorted((m.asset_key.path[-1], m.partition) for m in materialized if m.asset_key.path[-1] == "event_frames") == [
@@ -321,7 +322,7 @@ class SchemaScriptedServer(BaseHTTPRequestHandler):
         name = body["response_format"]["json_schema"]["name"]
         data = data_of(body["messages"])
         reply = {
-            "passage_v1": lambda: {"summary": data["turn"], "events": [], "facts": []},
+            "passage_v2": lambda: {"summary": data["turn"], "events": [], "facts": [], "properties": []},
             "query_facts_v1": lambda: {"facts": []},
             "fusion_judge_v1": lambda: {"same_event": False, "reason": "rule"},
             "fusion_merge_v1": lambda: {"summary": "merged", "events": []},
@@ -355,16 +356,16 @@ def test_seem_eval_with_a_model_builds_answers_and_judges_then_reuses_everything
         assert main(args) == 0
         results = json.loads((out / "results.json").read_text())
         qa = results["qa"]["methods"]
-        assert set(qa) == {"seem", "hybrid"} and qa["seem"]["questions"] == 8
+        assert set(qa) == {"seem", "hybrid"} and qa["seem"]["questions"] == 12
         # only "What did Tomas make for Priya...?" (gold "A blue mug") is answered right by the fixed answer
-        assert qa["seem"]["accuracy_judge"] == pytest.approx(1 / 8) and qa["seem"]["f1"] >= 1 / 8
+        assert qa["seem"]["accuracy_judge"] == pytest.approx(1 / 12) and qa["seem"]["f1"] >= 1 / 12
         assert qa["seem"]["answer_prompt_tokens_per_question"] == 100
         assert results["config"]["llm"]["model"] == "scripted" and results["config"]["llm"]["api_key_set"] is False
         frames = pl.read_parquet(next((out / "store" / "event_frames").glob("*.parquet")))
         assert frames["extractor"].str.starts_with("llm:openai:scripted").all()
         assert "accuracy (LLM judge)" in (out / "results.md").read_text()
         first_calls = SchemaScriptedServer.calls
-        assert first_calls >= 44 + 8 + 16 + 16  # passages, query facts, answers and verdicts for two methods
+        assert first_calls >= 48 + 12 + 24 + 24  # passages, query facts, answers and verdicts for two methods
         assert main(args) == 0  # memory reused, every model reply cached
         assert SchemaScriptedServer.calls == first_calls
         assert json.loads((out / "results.json").read_text())["qa"]["model_calls"] == 0
