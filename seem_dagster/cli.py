@@ -131,7 +131,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
-QUERY_FLAGS = (STORE, Shortcut("--k", "query.k", metavar="N"), Shortcut("--budget", "query.budget_tokens", metavar="TOKENS"), *LLM_FLAGS)
+QUERY_FLAGS = (STORE, Shortcut("--k", "query.k", metavar="N"), Shortcut("--budget", "query.budget_tokens", metavar="TOKENS"),
+               Shortcut("--property-lines", "properties.context_lines", metavar="N"), *LLM_FLAGS)
 
 
 def cmd_query(args: argparse.Namespace) -> int:
@@ -141,6 +142,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     from seem_dagster import backends
     from seem_dagster.config import ConfigError
     from seem_dagster.retrieval.answer import ask, passages_json
+    from seem_dagster.retrieval.as_of import parse_as_of
     from seem_dagster.retrieval.load import load_index
     from seem_dagster.store.snapshot import SnapshotError
 
@@ -148,6 +150,10 @@ def cmd_query(args: argparse.Namespace) -> int:
         date = datetime.fromisoformat(args.date) if args.date else None
     except ValueError:
         return _fail(f"--date {args.date!r} is not an ISO date", EXIT_INPUT)
+    try:
+        as_of = parse_as_of(args.as_of) if args.as_of else None
+    except ValueError:
+        return _fail(f"--as-of {args.as_of!r} is not an ISO date", EXIT_INPUT)
     try:
         config = _resolve(args, QUERY_FLAGS).config
     except ConfigError as err:
@@ -164,7 +170,8 @@ def cmd_query(args: argparse.Namespace) -> int:
         session = LlmSession(config.llm, store, args.conversation)
     answered = ask(
         index, args.question, date, backends.extractor(config.extraction.extractor), backends.embedder(config.extraction.embedder),
-        config.retrieval, budget_tokens=config.query.budget_tokens, llm=session,
+        config.retrieval, budget_tokens=config.query.budget_tokens, llm=session, as_of=as_of,
+        property_lines=config.properties.context_lines,
     )
     answer = answered.answer or {}
     llm_calls = None
@@ -175,6 +182,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({
             "question": args.question, "conversation_id": args.conversation, "date": answered.date.isoformat(),
+            "as_of": as_of.isoformat() if as_of else None,
             "mode": answered.result.mode, "passages": items,
             "seed_facts": [s.__dict__ for s in answered.result.seeds],
             "context": answered.context.text, "context_tokens": answered.context.tokens,
@@ -182,7 +190,8 @@ def cmd_query(args: argparse.Namespace) -> int:
             "llm_calls": llm_calls,
         }, indent=2, ensure_ascii=False))
         return 0
-    print(f"Q: {args.question}  (as of {answered.date:%Y-%m-%d}, {answered.result.mode} retrieval, {answered.seconds * 1000:.0f} ms)\n")
+    memory = f"; the memory as it stood on {as_of:%Y-%m-%d}" if as_of else ""
+    print(f"Q: {args.question}  (asked {answered.date:%Y-%m-%d}{memory}, {answered.result.mode} retrieval, {answered.seconds * 1000:.0f} ms)\n")
     for item in items:
         print(f"{item['rank']:>3}. [{item['source_ref']}] {item['timestamp'][:10]} {item['speaker']}: {item['text']}")
         print(f"     why: {item['reason']}")
@@ -195,6 +204,121 @@ def cmd_query(args: argparse.Namespace) -> int:
     else:
         print(f"\nA: {answer['answer']}  (evidence: {', '.join(answer['evidence']) or 'none cited'})")
     return 0
+
+
+SQL_FLAGS = (STORE, Shortcut("--max-rows", "sql.max_rows", metavar="N"), Shortcut("--timeout", "sql.timeout_s", metavar="SECONDS"))
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    from seem_dagster.config import ConfigError
+    from seem_dagster.sql.guard import SqlRefused
+    from seem_dagster.sql.memory import SqlMemory
+    from seem_dagster.sql.output import render, render_schema
+    from seem_dagster.store.snapshot import SnapshotError
+
+    if not args.schema and args.query is None:
+        return _fail("give a query (one SELECT statement) or --schema", EXIT_INPUT)
+    try:
+        config = _resolve(args, SQL_FLAGS).config
+    except ConfigError as err:
+        return _fail(str(err), EXIT_INPUT)
+    try:
+        memory = SqlMemory.open(config.store.root, args.conversation, config.sql)
+    except SnapshotError as err:
+        return _fail(str(err), EXIT_RUN)
+    with memory:
+        for cid, why in memory.skipped.items():
+            print(f"seem sql: {cid} left out: {why}", file=sys.stderr)
+        if args.schema:
+            print(render_schema(memory.describe(), "json" if args.format == "json" else "table"))
+            return 0
+        try:
+            result = memory.query(args.query)
+        except SqlRefused as err:
+            return _fail(str(err), EXIT_INPUT)
+    print(render(result, args.format, config.sql.max_rows))
+    if result.truncated and args.format != "table":
+        print(f"seem sql: cut at {config.sql.max_rows} rows (sql.max_rows)", file=sys.stderr)
+    return 0
+
+
+def _tools(args: argparse.Namespace, shortcuts):
+    """The memory tools over the store, or (None, exit code) after saying why not."""
+    from seem_dagster.agent.tools import MemoryTools, ToolInputError
+    from seem_dagster.config import ConfigError
+    from seem_dagster.store.sources import registered_conversations
+
+    try:
+        config = _resolve(args, shortcuts).config
+    except ConfigError as err:
+        return None, _fail(str(err), EXIT_INPUT)
+    if not registered_conversations(config.store.root):
+        return None, _fail(f"no conversation in the store {config.store.root}: build one with `seem build`", EXIT_RUN)
+    tools = MemoryTools(config.store.root, config, None)
+    try:
+        tools.default = tools.conversation(args.conversation) if args.conversation else None
+    except ToolInputError as err:
+        return None, _fail(str(err), EXIT_INPUT)
+    return tools, 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from seem_dagster.agent.mcp_server import serve
+
+    tools, code = _tools(args, (STORE, *SQL_FLAGS[1:]))
+    if tools is None:
+        return code
+    serve(tools)
+    return 0
+
+
+ASK_FLAGS = (STORE, Shortcut("--max-tool-calls", "agent.max_tool_calls", metavar="N"), *LLM_FLAGS)
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    import json
+    from datetime import datetime
+
+    try:
+        date = datetime.fromisoformat(args.date) if args.date else None
+    except ValueError:
+        return _fail(f"--date {args.date!r} is not an ISO date", EXIT_INPUT)
+    if not args.agent:
+        return _fail("`seem ask` answers with the tool-using agent: add --agent (`seem query --backend ...` answers "
+                     "from SEEM's context in one call)", EXIT_INPUT)
+    tools, code = _tools(args, ASK_FLAGS)
+    if tools is None:
+        return code
+    config = tools.config
+    if config.llm.backend != "openai":
+        return _fail("--agent needs an OpenAI-compatible chat API with tool calls: --backend openai --base-url URL --model NAME "
+                     "(vllm serve, llama.cpp's server, a hosted API)", EXIT_INPUT)
+    from seem_dagster.agent.answerer import ChatClient, ToolBox, answer_with_tools
+    from seem_dagster.agent.mcp_server import build_server
+    from seem_dagster.agent.tools import ToolInputError
+
+    try:
+        cid = tools.conversation(args.conversation)
+        index = tools.index(cid)
+    except ToolInputError as err:
+        return _fail(str(err), EXIT_RUN)
+    from seem_dagster.schemas import Passages
+
+    tools.default = cid
+    date = date or index.passages[Passages.timestamp].max()
+    try:
+        answered = answer_with_tools(args.question, date, cid, ToolBox(build_server(tools)), ChatClient(config.llm, config.agent),
+                                     config.agent)
+    finally:
+        tools.close()
+    if args.json:
+        print(json.dumps({"conversation_id": cid, "date": date.isoformat(), **answered.to_json()}, indent=2, ensure_ascii=False))
+    else:
+        print(f"Q: {args.question}  (asked {date:%Y-%m-%d}; {len(answered.tool_calls)} tool calls, {len(answered.model_calls)} model calls)\n")
+        for call in answered.tool_calls:
+            print(f"  [{call.turn}] {call.name}({call.arguments}){' -> error: ' + call.result if call.error else f' -> {len(call.result)} characters'}")
+        print(f"\nA: {answered.answer}" if answered.answer else f"\nA: (no answer: {answered.stopped}; {answered.error})")
+    return 0 if answered.answer is not None else EXIT_RUN
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -266,9 +390,33 @@ def parser() -> argparse.ArgumentParser:
     q.add_argument("question")
     q.add_argument("--conversation", required=True, metavar="ID")
     q.add_argument("--date", help="the question's date (ISO); relative dates in the question resolve against it")
+    q.add_argument("--as-of", metavar="DATE", help="answer from the memory as it stood on DATE: later turns left out, "
+                   "property values as they held then (--date defaults to it)")
     q.add_argument("--json", action="store_true", help="print JSON: passages with passage_id, source_ref, text, timestamp, score, reason")
     _add_config_flags(q, QUERY_FLAGS)
     q.set_defaults(func=cmd_query)
+
+    sq = sub.add_parser("sql", help="run one read-only SELECT over the memory's tables (DuckDB views)")
+    sq.add_argument("query", nargs="?", help="one SELECT or WITH ... SELECT statement; views are named after the tables")
+    sq.add_argument("--conversation", metavar="ID", help="one conversation (default: every built conversation in the store)")
+    sq.add_argument("--schema", action="store_true", help="list the views, their columns and row counts")
+    sq.add_argument("--format", choices=("table", "csv", "json"), default="table", help="output format")
+    _add_config_flags(sq, SQL_FLAGS)
+    sq.set_defaults(func=cmd_sql)
+
+    m = sub.add_parser("mcp", help="serve the memory tools (schema, entity_lookup, property_search, sql, search) over MCP on stdio")
+    m.add_argument("--conversation", metavar="ID", help="the conversation tools use by default (and the only one `sql` sees)")
+    _add_config_flags(m, (STORE, *SQL_FLAGS[1:]))
+    m.set_defaults(func=cmd_mcp)
+
+    a = sub.add_parser("ask", help="answer a question with a tool-using model over the memory tools (--agent)")
+    a.add_argument("question")
+    a.add_argument("--conversation", metavar="ID", help="the conversation (default: the store's only one)")
+    a.add_argument("--agent", action="store_true", help="let the model call schema, entity_lookup, property_search, sql and search")
+    a.add_argument("--date", help="the question's date (ISO); default the date of the last turn")
+    a.add_argument("--json", action="store_true", help="print JSON: the answer, every model call and every tool call with its result")
+    _add_config_flags(a, ASK_FLAGS)
+    a.set_defaults(func=cmd_ask)
 
     d = sub.add_parser("demo", help="build the bundled sample end to end and show what the memory holds")
     _add_config_flags(d, (STORE,))

@@ -12,6 +12,10 @@ from seem_dagster.store import snapshot
 SAMPLE_CONVERSATION = "sample_conversation.jsonl"
 SAMPLE_QUESTIONS = "sample_questions.jsonl"
 DEMO_K = 10
+# The property memory, shown on what changed over the sample: one SQL query and one as-of answer.
+DEMO_SQL = ("SELECT entity, property, value, valid_from::DATE AS valid_from, valid_to::DATE AS valid_to, said_at::DATE AS said_at "
+            "FROM properties WHERE property IN ('lives_in', 'works_at') ORDER BY entity, property, valid_from")
+DEMO_AS_OF = ("2024-04-14", "Where does Tomas live?")
 
 
 def run_demo(resolved: Resolved, *, sample_dir: Path, out: TextIO) -> int:
@@ -70,4 +74,36 @@ def run_demo(resolved: Resolved, *, sample_dir: Path, out: TextIO) -> int:
                 print(f"        why: {item.reason}", file=out)
     print(f"\nAll gold turns found for {found_all} of {total} questions; {gold_found} of {gold_turns} gold turns "
           f"in the top {DEMO_K} (* marks a gold turn).", file=out)
+    for reg in registered:
+        _show_properties(resolved, reg.conversation_id, out)
     return 0
+
+
+def _show_properties(resolved: Resolved, conversation_id: str, out: TextIO) -> None:
+    """What changed, through SQL, and one question answered from the memory as it stood on a date."""
+    from seem_dagster import backends
+    from seem_dagster.retrieval.answer import ask
+    from seem_dagster.retrieval.as_of import parse_as_of
+    from seem_dagster.retrieval.load import load_index
+    from seem_dagster.sql.memory import SqlMemory
+    from seem_dagster.sql.output import render
+
+    config = resolved.config
+    store = config.store.root
+    print(f"\nSQL over the memory: seem sql --store {store} \"{DEMO_SQL}\"", file=out)
+    with SqlMemory.open(store, conversation_id, config.sql) as memory:
+        print(render(memory.query(DEMO_SQL), "table", config.sql.max_rows), file=out)
+    day, question = DEMO_AS_OF
+    index = load_index(store, conversation_id)
+    extractor, embedder = backends.extractor(config.extraction.extractor), backends.embedder(config.extraction.embedder)
+    rows = {r[Passages.passage_id]: r for r in index.passages.iter_rows(named=True)}
+    for as_of in (parse_as_of(day), None):
+        answered = ask(index, question, None, extractor, embedder, config.retrieval, budget_words=config.query.budget_words,
+                       as_of=as_of, property_lines=config.properties.context_lines)
+        flag = f" --as-of {day}" if as_of else ""
+        print(f"\nseem query --conversation {conversation_id}{flag} \"{question}\"  (asked {answered.date:%Y-%m-%d})", file=out)
+        top = rows[answered.result.ranked[0].passage_id]
+        print(f"   top turn: [{top[Passages.source_ref]}] {top[Passages.timestamp]:%Y-%m-%d} {top[Passages.speaker]}: {top[Passages.text][:90]}",
+              file=out)
+        histories = [line for line in answered.context.splitlines() if line.startswith("- Tomas lives_in")]
+        print(f"   in the context: {histories[0][2:] if histories else '(no property history)'}", file=out)

@@ -98,7 +98,10 @@ class Episode:
     def summary(self) -> str:
         """The most central frame's summary, with the span of the event when it has several turns."""
         centre = self.centroid
-        best = max(self.members, key=lambda m: float(m.vector @ centre))
+        # Two members are equally central by construction; ties (to embedding noise) go to the earlier turn,
+        # so an incremental build and a full rebuild name an episode alike.
+        near = [float(m.vector @ centre) for m in self.members]
+        best = min((m for m, d in zip(self.members, near) if d >= max(near) - 1e-4), key=lambda m: m.order)
         if len(self.members) == 1:
             return best.summary
         sessions = len({m.session_index for m in self.members})

@@ -108,6 +108,49 @@ class Facts(pa.DataFrameModel):
         strict = True
 
 
+PROPERTY_DTYPES = ["string", "date", "number", "boolean"]
+
+
+class Properties(pa.DataFrameModel):
+    """Entity -> property -> typed value, grounded in time (APEX-MEM's property memory).
+
+    ``valid_from`` is when the value holds from (the fact's resolved date, else the session date),
+    ``said_at`` when it was said. A later value of a single-valued property supersedes the earlier
+    one: both rows stay, the earlier gets ``valid_to`` and the later names it in ``supersedes``.
+    ``value`` is text; ``dtype`` says how to read it (dates ISO, numbers in digits, booleans true/false).
+    """
+
+    property_id: str = pa.Field(unique=True, str_matches=r"^v_[0-9a-f]{16}$")
+    conversation_id: str = pa.Field()
+    entity: str = pa.Field(str_length={"min_value": 1})
+    entity_id: str = pa.Field(str_matches=r"^n_[0-9a-f]{16}$")
+    property: str = pa.Field(str_matches=r"^[a-z0-9_]+$")
+    value: str = pa.Field(str_length={"min_value": 1})
+    dtype: str = pa.Field(isin=PROPERTY_DTYPES)
+    single_valued: bool = pa.Field()
+    valid_from: pl.Datetime("us") = pa.Field()
+    valid_to: pl.Datetime("us") = pa.Field(nullable=True)
+    said_at: pl.Datetime("us") = pa.Field()
+    passage_id: str = pa.Field()
+    supersedes: str = pa.Field(nullable=True)
+    source: str = pa.Field()  # the fact it was derived from (fact id), or "llm" when the model stated it
+
+    class Config:
+        strict = True
+
+    @pa.dataframe_check(error="a property row ends before it starts (valid_to < valid_from)")
+    @classmethod
+    def ordered_validity(cls, data) -> pl.LazyFrame:
+        return data.lazyframe.select(pl.col(cls.valid_to).is_null() | (pl.col(cls.valid_to) >= pl.col(cls.valid_from)))
+
+    @pa.dataframe_check(error="supersedes names no row of this table")
+    @classmethod
+    def supersedes_resolves(cls, data) -> pl.LazyFrame:
+        frame = data.lazyframe
+        known = frame.select(cls.property_id)
+        return frame.select(pl.col(cls.supersedes).is_null() | pl.col(cls.supersedes).is_in(known.collect()[cls.property_id].implode()))
+
+
 class Episodes(pa.DataFrameModel):
     """Fused events: every passage of one event, however far apart its turns are."""
 

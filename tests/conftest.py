@@ -1,4 +1,6 @@
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,3 +58,20 @@ def tree(store=None, settings: dict | None = None):
     if store is not None:
         values["store.root"] = str(store)
     return resolve([Layer("test", values)])
+
+
+SAMPLE_CONVERSATION_ID = "priya-tomas"
+
+
+def seem_cli(*args: str, timeout: int = 600, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([str(Path(sys.executable).parent / "seem"), *args], capture_output=True, text=True, timeout=timeout, **kw)
+
+
+@pytest.fixture(scope="session")
+def sample_store(tmp_path_factory) -> Path:
+    """The bundled sample built once per test session through Dagster (`seem build`), for the readers
+    over a real store (SQL, as-of queries, the MCP tools, the agent)."""
+    store = tmp_path_factory.mktemp("sample-store")
+    done = seem_cli("build", "--input", str(SAMPLE), "--questions", str(SAMPLE_QUESTIONS), "--store", str(store), "--quiet")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return store

@@ -105,7 +105,7 @@ def test_build_materializes_passages_with_checks_and_readable_metadata(tmp_path)
         __import__("dagster").AssetKey("passages")
     ).asset_materialization
     assert event.partition == "priya-tomas"
-    assert event.metadata["dagster/row_count"].value == 44
+    assert event.metadata["dagster/row_count"].value == 48
     assert "| source_ref | speaker | timestamp | text |" in event.metadata["preview"].value
     checks = [
         e.event_log_entry.dagster_event.event_specific_data
@@ -114,7 +114,7 @@ def test_build_materializes_passages_with_checks_and_readable_metadata(tmp_path)
     ]
     assert {c.check_name for c in checks} >= {"passages_schema", "questions_schema", "episodes_provenance"}
     assert all(c.passed for c in checks)
-    assert pl.read_parquet(snapshot.table_path(store, "passages", "priya-tomas").path).height == 44
+    assert pl.read_parquet(snapshot.table_path(store, "passages", "priya-tomas").path).height == 48
 
 
 @pytest.mark.slow
@@ -153,20 +153,25 @@ def test_seem_demo_runs_on_the_bundled_sample(tmp_path):
         capture_output=True, text=True, timeout=600,
     )
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "priya-tomas: 44 passages in 4 sessions" in out.stdout
+    assert "priya-tomas: 48 passages in 4 sessions" in out.stdout
     assert "All gold turns found for" in out.stdout
     # Every sample question has at least one of its gold turns among the top-10 evidence.
     hits = [line for line in out.stdout.splitlines() if line.strip().startswith("gold ")]
-    assert len(hits) == 8 and all(not line.split(": ")[-1].startswith("0/") for line in hits)
+    assert len(hits) == 12 and all(not line.split(": ")[-1].startswith("0/") for line in hits)
     # A gold turn outside the top 10 is named with its rank, and the totals add up.
     missed = [line for line in out.stdout.splitlines() if line.strip().startswith("missed: ")]
     assert all(re.fullmatch(r"\s*missed: (s\d-\d\d (at rank \d+|not ranked)(, )?)+", line) for line in missed)
     counts = [line.split(": ")[-1].split()[0].split("/") for line in hits]
     found, gold = sum(int(c[0]) for c in counts), sum(int(c[1]) for c in counts)
-    assert gold == 17 and f"{found} of {gold} gold turns in the top 10" in out.stdout
+    assert gold == 21 and f"{found} of {gold} gold turns in the top 10" in out.stdout
     assert len(missed) == sum(int(c[0]) < int(c[1]) for c in counts)
     # Issue 4's bar: every gold turn of every sample question is among the top-10 evidence.
-    assert "All gold turns found for 8 of 8 questions; 17 of 17 gold turns in the top 10" in out.stdout, out.stdout[-3000:]
+    assert "All gold turns found for 12 of 12 questions; 21 of 21 gold turns in the top 10" in out.stdout, out.stdout[-3000:]
+    # The property memory: one SQL query over what changed, and one answer as of a date.
+    assert "Tomas  | lives_in | Chorlton     | 2024-03-02 | 2024-09-01 | 2024-03-02" in out.stdout
+    assert "Priya  | works_at | city library | 2024-06-09 | NULL       | 2024-06-09" in out.stdout
+    assert "--as-of 2024-04-14" in out.stdout and "in the context: Tomas lives_in: Chorlton since 2024-03-02 (said 2024-03-02)" in out.stdout
+    assert "in the context: Tomas lives_in: Didsbury since 2024-09-01 (said 2024-10-20); earlier Chorlton from 2024-03-02 until 2024-09-01" in out.stdout
 
 
 @pytest.mark.slow

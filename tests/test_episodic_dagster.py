@@ -12,7 +12,7 @@ from seem_dagster.store import snapshot
 pytestmark = pytest.mark.slow  # builds memories through Dagster; `make check` skips them
 
 CID = "priya-tomas"
-ASSETS = ["passages", "event_frames", "facts", "episodes"]
+ASSETS = ["passages", "event_frames", "facts", "episodes", "properties"]
 
 
 def _build(store, path, instance):
@@ -44,6 +44,7 @@ def test_sessions_added_later_extract_only_new_turns_and_fuse_incrementally(tmp_
     first = _build(store, growing, instance)
     assert all(passed for _, passed in _checks(instance, first.run_id))
     assert _meta(instance, "event_frames")["extracted"] == len(early)
+    before = snapshot.read_snapshot(store, CID, ["properties"])["properties"]
 
     growing.write_text("\n".join(lines) + "\n")  # session 4 arrives
     second = _build(store, growing, instance)
@@ -55,6 +56,17 @@ def test_sessions_added_later_extract_only_new_turns_and_fuse_incrementally(tmp_
     episodes_meta = _meta(instance, "episodes")
     assert episodes_meta["fusion_mode"].startswith("incremental")
     assert episodes_meta["embedded"] == len(lines) - len(early)
+    # Properties: session 4 appends rows and closes the one its move supersedes; history is not rewritten.
+    assert ("properties_schema", True) in checks and ("properties_provenance", True) in checks
+    props_meta = _meta(instance, "properties")
+    assert (props_meta["kept"], props_meta["closed"], props_meta["withdrawn"]) == (before.height, 1, 0) and props_meta["appended"] > 0
+    after = snapshot.read_snapshot(store, CID, ["properties"])["properties"]
+    links = ["valid_to", "supersedes"]
+    assert after.filter(after["property_id"].is_in(before["property_id"].implode())).drop(links).sort("property_id").equals(
+        before.drop(links).sort("property_id"))
+    closed = after.filter(after["property_id"].is_in(before.filter(before["valid_to"].is_null())["property_id"].implode())
+                          & after["valid_to"].is_not_null())
+    assert closed.select("entity", "property", "value").rows() == [("Tomas", "lives_in", "Chorlton")]
 
     # The same memory as building everything from scratch in a fresh store.
     fresh = tmp_path / "fresh"
@@ -70,11 +82,11 @@ def test_a_rebuild_with_nothing_new_hits_every_cache(tmp_path):
     _build(store, SAMPLE, instance)
     _build(store, SAMPLE, instance)
     frames_meta, episodes_meta = _meta(instance, "event_frames"), _meta(instance, "episodes")
-    assert (frames_meta["cache_hits"], frames_meta["extracted"]) == (44, 0)
-    assert (episodes_meta["embedding_cache_hits"], episodes_meta["embedded"]) == (44, 0)
+    assert (frames_meta["cache_hits"], frames_meta["extracted"]) == (48, 0)
+    assert (episodes_meta["embedding_cache_hits"], episodes_meta["embedded"]) == (48, 0)
     episodes = snapshot.read_table(snapshot.table_path(store, "episodes", CID))
-    assert "sample_episode" in episodes_meta and 0 < episodes.height < 44
-    assert episodes_meta["fusion_rate"] == round(1 - episodes.height / 44, 3)  # of the memory, not of this run
+    assert "sample_episode" in episodes_meta and 0 < episodes.height < 48
+    assert episodes_meta["fusion_rate"] == round(1 - episodes.height / 48, 3)  # of the memory, not of this run
     assert episodes_meta["frames_fused_this_run"] == 0 and episodes_meta["fusion_mode"].startswith("incremental: 0 new frames")
     assert episodes_meta["fusion_config"]["threshold"] == 0.68
 
@@ -89,7 +101,7 @@ def test_a_new_extractor_version_fuses_its_frames_again_instead_of_keeping_stale
     monkeypatch.setattr(embedded, "MAX_SUMMARY_WORDS", 12)
     instance = DagsterInstance.ephemeral()
     _build(store, SAMPLE, instance)
-    assert _meta(instance, "event_frames")["extracted"] == 44
+    assert _meta(instance, "event_frames")["extracted"] == 48
     assert _meta(instance, "episodes")["fusion_mode"].startswith("full: frames of previous episodes have other summaries")
     fresh = tmp_path / "fresh"
     _build(fresh, SAMPLE, DagsterInstance.ephemeral())
@@ -107,12 +119,12 @@ def test_query_job_turns_stored_questions_into_retrieved_context(tmp_path):
     assert outcome.success, outcome.error
     table = snapshot.read_table(snapshot.table_path(store, "retrieved_context", CID))
     Retrieved.validate(table)
-    assert table["question_id"].n_unique() == 8
+    assert table["question_id"].n_unique() == 12
     assert table.filter(table["rank"] == 1)["reason"].str.len_chars().min() > 0
     meta = _meta(instance, "retrieved_context")
     # As `seem demo` shows, every gold turn of the sample's questions is in the top 10.
-    assert meta["questions"] == 8 and meta["latency_p50_ms"] > 0 and meta["evidence_recall_at_10"] == 1.0
-    assert table.group_by("question_id").len()["len"].to_list() == [10] * 8  # query.k passages per question
+    assert meta["questions"] == 12 and meta["latency_p50_ms"] > 0 and meta["evidence_recall_at_10"] == 1.0
+    assert table.group_by("question_id").len()["len"].to_list() == [10] * 12  # query.k passages per question
 
 
 def test_run_config_changes_a_setting_for_one_run_and_each_table_records_what_made_it(tmp_path):

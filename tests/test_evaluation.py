@@ -108,7 +108,7 @@ def test_seem_eval_locomo_end_to_end_and_reuses_the_built_memory(tmp_path):
     assert main(["eval", "locomo", "--data", str(data), "--out", str(out), "--quiet"]) == 0
     results = json.loads((out / "results.json").read_text())
     assert set(results["methods"]) == set(METHODS)
-    assert results["questions"] == 9 and results["passages"] == 44
+    assert results["questions"] == 13 and results["passages"] == 48
     for name, figures in results["methods"].items():
         # A longer list never finds less, nor does a bigger context.
         at_k = [figures[f"recall@{k}"]["overall"] for k in (5, 10, 25, 50)]
@@ -116,7 +116,7 @@ def test_seem_eval_locomo_end_to_end_and_reuses_the_built_memory(tmp_path):
         assert at_k == sorted(at_k) and at_budget == sorted(at_budget), name
         # The empty-evidence open-domain question counts 1 for every method.
         assert figures["recall@5"]["by_category"]["3 open-domain"] == 1.0
-        assert figures["recall@50"]["overall"] == pytest.approx(1.0)  # 50 >= all 44 turns
+        assert figures["recall@50"]["overall"] == pytest.approx(1.0)  # 50 >= all 48 turns
     # As `seem demo` shows: every gold turn of every sample question is in SEEM's top 10.
     assert results["methods"]["seem"]["recall@10"]["overall"] == 1.0
     assert results["methods"]["dense"]["recall@10"]["overall"] < 1.0
@@ -124,7 +124,7 @@ def test_seem_eval_locomo_end_to_end_and_reuses_the_built_memory(tmp_path):
     assert timing["conversations_built_this_run"] == 1
     assert {"extract_frames", "episodes", "build_graph", "retrieval_index"} <= set(timing["build_seconds_per_1k_passages"]["seem_stages"])
     latency = timing["query_latency"]
-    assert latency["seem"]["queries"] == latency["dense"]["queries"] == 9
+    assert latency["seem"]["queries"] == latency["dense"]["queries"] == 13
     assert latency["seem"]["p50_vs_dense"] == pytest.approx(latency["seem"]["p50_ms"] / latency["dense"]["p50_ms"])
     assert latency["hybrid"]["p50_vs_bm25"] == pytest.approx(latency["hybrid"]["p50_ms"] / latency["bm25"]["p50_ms"])
     for name in ("results.md", "recall_at_k.png", "recall_at_budget.png", "by_category.png"):

@@ -82,12 +82,12 @@ def test_frames_and_facts_validate_and_cache_skips_everything_on_rerun(sample):
     frames, facts = to_tables(inputs, results, "embedded-spacy")
     EventFrames.validate(frames)
     Facts.validate(facts)
-    assert frames.height == 44 and facts.height > 20
+    assert frames.height == 48 and facts.height > 20
     extractor = backends.extractor()
     first = extract_with_cache(extractor, inputs, {})
-    assert (first.hits, first.misses) == (0, 44)
+    assert (first.hits, first.misses) == (0, 48)
     second = extract_with_cache(extractor, inputs, first.new_entries)
-    assert (second.hits, second.misses, second.new_entries) == (44, 0, {})
+    assert (second.hits, second.misses, second.new_entries) == (48, 0, {})
     assert [r.to_json() for r in second.results] == [r.to_json() for r in first.results]
 
 

@@ -78,7 +78,7 @@ def test_bundled_sample_jsonl_with_questions():
     (conv,) = load_input(SAMPLE, questions=SAMPLE_QUESTIONS)
     Passages.validate(conv.passages)
     Questions.validate(conv.questions)
-    assert conv.passages.height == 44
+    assert conv.passages.height == 48
     assert conv.passages[Passages.session_index].unique().to_list() == [0, 1, 2, 3]
     refs = set(conv.passages[Passages.source_ref])
     for evidence in conv.questions[Questions.evidence].to_list():

@@ -98,6 +98,11 @@ def test_build_and_query_through_a_real_openai_compatible_server(llama_server, t
     assert (failed[LlmCalls.calls] == 2).all()  # one repair retry, no more
     fallback = set(frames.filter(pl.col(EventFrames.extractor).str.contains("fallback"))[EventFrames.passage_id])
     assert fallback == set(failed[LlmCalls.item_id])
+    # the same call gave the properties (prompt v2): the model's for the turns it answered, the facts' for the rescued ones
+    props = read_table(table_path(store, "properties", "pt"))
+    assert set(calls[LlmCalls.prompt_version]) == {"2"} and set(props["passage_id"]) <= set(frames[EventFrames.passage_id])
+    assert set(props.filter(pl.col("passage_id").is_in(list(fallback)))["source"]) <= {s for s in props["source"] if s != "llm"}
+    print(props.select("entity", "property", "value", "dtype", "source"))
     status = dict(calls.group_by(LlmCalls.status).len().iter_rows())
     assert f"{status.get('ok', 0)} ok, {status.get('failed', 0)} failed" in first.stdout
     print(f"\nfirst build: {first.stdout.strip()}")

@@ -13,19 +13,23 @@ from seem_dagster.config.resolve import (
 )
 from seem_dagster.config.tree import (
     METHODS,
+    AgentConfig,
     EvaluationConfig,
     ExtractionConfig,
     FusionConfig,
     IngestConfig,
     LlmConfig,
+    PropertiesConfig,
     QueryConfig,
     RetrievalConfig,
     SeemConfig,
+    SqlConfig,
     StoreConfig,
     SynonymConfig,
 )
 
 __all__ = [
+    "AgentConfig", "PropertiesConfig", "SqlConfig",
     "ConfigError", "EvaluationConfig", "ExtractionConfig", "FusionConfig", "IngestConfig", "Layer", "LlmConfig", "METHODS",
     "QueryConfig", "Resolved", "RetrievalConfig", "SETTINGS", "SeemConfig", "StoreConfig", "SynonymConfig",
     "assignments_layer", "defaults", "file_layer", "resolve", "resolve_standard",

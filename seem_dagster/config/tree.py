@@ -180,13 +180,45 @@ class LlmConfig(Section):
                 "api_key_env": self.api_key_env, "api_key_set": self.api_key() is not None, "max_tokens": self.max_tokens}
 
 
+class PropertiesConfig(Section):
+    """The property memory at query time (the table itself is built with the facts)."""
+
+    context_lines: int = Field(
+        8, ge=0, description="single-valued property histories the answer context shows, current value first, superseded ones marked"
+    )
+    route_properties: int = Field(5, ge=1, description="the property route: best-matching properties whose histories bring passages")
+    route_min_score: float = Field(0.45, description="the property route: a property below this cosine with the question brings nothing")
+    route_weight: float = Field(0.5, ge=0, description="the property route: weight of its ranking in the fusion with SEEM's")
+
+
+class SqlConfig(Section):
+    """`seem sql` and the agent's sql tool: DuckDB over one consistent snapshot, read-only and bounded."""
+
+    max_rows: int = Field(1000, ge=1, description="rows returned at most; more are cut and the result says so")
+    timeout_s: float = Field(10.0, gt=0, description="a query still running after this many seconds is interrupted")
+    max_chars: int = Field(20_000, ge=1, description="longest SQL text accepted")
+    memory_limit_mb: int = Field(1024, ge=16, description="DuckDB's memory limit for a query, in MB")
+    threads: int = Field(1, ge=1, description="DuckDB threads per query")
+
+
+class AgentConfig(Section):
+    """`seem ask --agent`: a tool-using answerer over llm.base_url's chat API (OpenAI tool calls)."""
+
+    max_tool_calls: int = Field(40, ge=1, description="tool calls per question at most (APEX-MEM caps at 40); then the answer is forced")
+    max_turns: int = Field(12, ge=1, description="model requests per question at most")
+    max_result_chars: int = Field(8000, ge=100, description="a tool result longer than this is cut before the model reads it")
+    max_tokens: int = Field(512, ge=1, description="cap on each model reply's tokens")
+
+
 Method = Literal["seem", "seem-no-rpe", "seem-no-fusion", "prior", "prior+facts", "prior+rpe", "graph-only", "dense", "bm25",
-                 "hybrid", "hybrid+reply"]
+                 "hybrid", "hybrid+reply", "seem+properties"]
 METHODS: tuple[str, ...] = get_args(Method)
+# seem+properties is measured on request (--methods): it costs recall (docs/experiments.md).
+DEFAULT_METHODS: tuple[str, ...] = tuple(m for m in METHODS if m != "seem+properties")
 
 
 class EvaluationConfig(Section):
-    methods: tuple[Method, ...] = Field(METHODS, min_length=1, description="retrieval methods `seem eval` compares")
+    methods: tuple[Method, ...] = Field(DEFAULT_METHODS, min_length=1, description="retrieval methods `seem eval` compares")
     ks: tuple[int, ...] = Field((5, 10, 25, 50), min_length=1, description="LoCoMo recall cut-offs")
     budgets: tuple[int, ...] = Field((500, 1000, 2000), description="LoCoMo recall within these context budgets (tokens)")
     granularities: tuple[Literal["session", "turn"], ...] = Field(
@@ -216,4 +248,7 @@ class SeemConfig(Section):
     retrieval: RetrievalConfig = RetrievalConfig()
     query: QueryConfig = QueryConfig()
     llm: LlmConfig = LlmConfig()
+    properties: PropertiesConfig = PropertiesConfig()
+    sql: SqlConfig = SqlConfig()
+    agent: AgentConfig = AgentConfig()
     evaluation: EvaluationConfig = EvaluationConfig()

@@ -10,7 +10,7 @@ from dagster import AssetCheckResult, AssetCheckSeverity, AssetIn, MetadataValue
 
 from seem_dagster.defs.metadata import markdown_table
 from seem_dagster.defs.partitions import conversations
-from seem_dagster.schemas import Entities, Episodes, EventFrames, Facts, GraphEdges, LlmCalls, Passages, Questions
+from seem_dagster.schemas import Entities, Episodes, EventFrames, Facts, GraphEdges, LlmCalls, Passages, Properties, Questions
 
 # Checks must be partitioned like their assets (unpartitioned ones load every partition); Dagster
 # 1.13 marks that as preview. We rely on it knowingly, so the warning is not repeated on every load.
@@ -128,6 +128,21 @@ def episodes_provenance(episodes: Tables, passages: Tables) -> AssetCheckResult:
     return per_partition(one, episodes, passages)
 
 
+@asset_check(partitions_def=conversations, asset="properties", blocking=True,
+             description="properties match the Properties schema (pandera): typed values, ordered validity, supersedes resolves")
+def properties_schema(properties: Tables) -> AssetCheckResult:
+    return per_partition(lambda t: schema_result(Properties, t), properties)
+
+
+@asset_check(
+    partitions_def=conversations,
+    asset="properties", blocking=True, additional_ins={"passages": AssetIn("passages")},
+    description="every property points to an existing passage",
+)
+def properties_provenance(properties: Tables, passages: Tables) -> AssetCheckResult:
+    return per_partition(lambda f, p: provenance_result(f[Properties.passage_id].to_list(), p), properties, passages)
+
+
 @asset_check(partitions_def=conversations, asset="entities", blocking=True, description="entities match the Entities schema (pandera)")
 def entities_schema(entities: Tables) -> AssetCheckResult:
     return per_partition(lambda t: schema_result(Entities, t), entities)
@@ -159,5 +174,5 @@ def _graph_edges_integrity(graph_edges: pl.DataFrame, passages: pl.DataFrame, en
 CHECKS = [
     entities_schema, graph_edges_integrity,
     passages_schema, questions_schema, llm_calls_schema, event_frames_schema, facts_schema, episodes_schema,
-    event_frames_provenance, facts_provenance, episodes_provenance,
+    event_frames_provenance, facts_provenance, episodes_provenance, properties_schema, properties_provenance,
 ]

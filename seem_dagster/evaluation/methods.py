@@ -8,6 +8,7 @@ ablation, each step adds one part of SEEM to the one before:
     seem-no-rpe     + the walk (fact seeds, personalized PageRank over that prior)
     seem-no-fusion  + RPE from the anchor's session neighbours, replies and name links (no episodes)
     seem            + the fused episodes in RPE
+    seem+properties + the property route: the histories of the best-matching properties (retrieval/property_route.py)
 
 ``prior+rpe`` is RPE without the fact layer; ``hybrid+reply`` gives hybrid's scores the prior's reply
 share, so no heuristic of the prior is counted as structure.
@@ -16,11 +17,13 @@ share, so no heuristic of the prior is counted as structure.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 
-from seem_dagster.config import METHODS, RetrievalConfig
+from seem_dagster.config import METHODS, PropertiesConfig, RetrievalConfig
 from seem_dagster.retrieval.index import MemoryIndex
+from seem_dagster.retrieval.property_route import fuse, property_ranking
 from seem_dagster.retrieval.query import EncodedQuery
 from seem_dagster.retrieval.search import Ranked, RetrievalResult, inherit_replies, retrieve
 
@@ -81,7 +84,21 @@ def _seem(config: RetrievalConfig) -> Ranker:
     return rank
 
 
-def rankers(base: RetrievalConfig, methods: Sequence[str] = METHODS) -> dict[str, Ranker]:
+def _seem_properties(config: RetrievalConfig, properties: PropertiesConfig) -> Ranker:
+    """SEEM fused with the property route (retrieval/property_route.py)."""
+    seem = _seem(config)
+
+    def rank(index: MemoryIndex, query: EncodedQuery) -> RetrievalResult:
+        result = seem(index, query)
+        route = property_ranking(index, query.vector, query.fact_vectors, properties)
+        by_id = {r.passage_id: r for r in result.ranked}
+        order = fuse(ids(result), route, properties.route_weight)
+        return replace(result, ranked=[by_id.get(p) or Ranked(p, 0.0, "property route") for p in order])
+
+    return rank
+
+
+def rankers(base: RetrievalConfig, methods: Sequence[str] = METHODS, properties: PropertiesConfig | None = None) -> dict[str, Ranker]:
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
@@ -97,5 +114,6 @@ def rankers(base: RetrievalConfig, methods: Sequence[str] = METHODS) -> dict[str
         "bm25": bm25,
         "hybrid": hybrid,
         "hybrid+reply": _hybrid_reply(base.answer_share),
+        "seem+properties": _seem_properties(base, properties or PropertiesConfig()),
     }
     return {m: table[m] for m in methods}

@@ -192,7 +192,7 @@ def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
     started = time.perf_counter()
     builds, build_s = _timed(lambda: build_memories(run, resolved))
     extractor, embedder = backends.extractor(config.extraction.extractor), backends.embedder(config.extraction.embedder)
-    methods = rankers(config.retrieval, ev.methods)
+    methods = rankers(config.retrieval, ev.methods, config.properties)
     ks = list(ev.ks) if run.benchmark == "locomo" else list(LME_KS)
     budgets = list(ev.budgets) if run.benchmark == "locomo" else []
     granularities = list(dict.fromkeys(ev.granularities))

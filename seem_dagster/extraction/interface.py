@@ -60,11 +60,25 @@ class Fact:
 
 
 @dataclass
+class StatedProperty:
+    """An entity's property as a language model states it (the embedded extractor leaves these
+    empty: its properties are derived from its facts)."""
+
+    entity: str
+    property: str
+    value: str
+    dtype: str | None = None
+    time: str | None = None
+
+
+@dataclass
 class PassageExtraction:
     passage_id: str
     summary: str
     events: list[Event] = field(default_factory=list)
     facts: list[Fact] = field(default_factory=list)
+    # None: derive this passage's properties from its facts; a list (even empty): the model stated them.
+    properties: list[StatedProperty] | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -77,6 +91,7 @@ class PassageExtraction:
             summary=data["summary"],
             events=[Event(**e) for e in data["events"]],
             facts=[Fact(**f) for f in data["facts"]],
+            properties=[StatedProperty(**p) for p in data["properties"]] if data.get("properties") is not None else None,
         )
 
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 
-from seem_dagster.extraction.interface import Event, Extractor, Fact, PassageExtraction, PassageInput
+from seem_dagster.extraction.interface import Event, Extractor, Fact, PassageExtraction, PassageInput, StatedProperty
 from seem_dagster.llm.client import LlmClient, LlmRun
 from seem_dagster.llm.prompts import passage, query_facts
 
@@ -56,7 +56,12 @@ def extraction_from(output: dict, passage_id: str, fallback_summary: str) -> Pas
         for f in output["facts"]
         if _text(f["subject"]) and _text(f["relation"]) and _text(f["object"])
     ]
-    return PassageExtraction(passage_id, _text(output["summary"]) or fallback_summary, events, facts)
+    properties = [
+        StatedProperty(_text(p["entity"]), _text(p["property"]), _text(p["value"]), p["dtype"], as_iso_time(p["time"]))
+        for p in output.get("properties", [])
+        if _text(p["entity"]) and _text(p["property"]) and _text(p["value"])
+    ]
+    return PassageExtraction(passage_id, _text(output["summary"]) or fallback_summary, events, facts, properties)
 
 
 def passage_payload(inp: PassageInput) -> dict:

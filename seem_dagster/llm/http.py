@@ -53,13 +53,9 @@ class OpenAICompatibleEngine:
         return replies
 
     async def _all(self, requests: Sequence[ChatRequest]) -> list[ChatReply]:
-        headers = {"Content-Type": "application/json"}
-        key = self.settings.api_key()
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
         limit = asyncio.Semaphore(self.settings.max_concurrency)
-        timeout = httpx.Timeout(self.settings.timeout_s, connect=min(10.0, self.settings.timeout_s))
-        async with httpx.AsyncClient(headers=headers, timeout=timeout, transport=self._transport) as client:
+        async with httpx.AsyncClient(headers=client_headers(self.settings), timeout=client_timeout(self.settings),
+                                     transport=self._transport) as client:
             return list(await asyncio.gather(*(self._one(client, limit, r) for r in requests)))
 
     async def _one(self, client: httpx.AsyncClient, limit: asyncio.Semaphore, request: ChatRequest) -> ChatReply:
@@ -70,32 +66,10 @@ class OpenAICompatibleEngine:
             "max_tokens": request.max_tokens,
             "response_format": response_format(self.settings.response_format, request),
         }
-        error = "no attempt"
-        attempts = 0
-        for attempt in range(self.settings.max_retries + 1):
-            attempts = attempt + 1
-            wait = self.settings.backoff_s * 2**attempt
-            async with limit:
-                try:
-                    response = await client.post(self.url, json=body)
-                except httpx.TimeoutException as err:
-                    error = f"timeout after {self.settings.timeout_s:g} s ({type(err).__name__})"
-                    response = None
-                except httpx.TransportError as err:
-                    error = f"connection failed: {type(err).__name__}: {err}"
-                    response = None
-            if response is not None:
-                if response.status_code == 200:
-                    return self._reply(request, response, attempts)
-                error = f"HTTP {response.status_code}: {response.text[:300]}"
-                if response.status_code not in RETRY_STATUS:
-                    return ChatReply(request.key, None, error=error, attempts=attempts)
-                retry_after = response.headers.get("retry-after")
-                if retry_after and retry_after.replace(".", "", 1).isdigit():
-                    wait = float(retry_after)
-            if attempt < self.settings.max_retries:
-                await asyncio.sleep(min(wait, MAX_BACKOFF_S))
-        return ChatReply(request.key, None, error=f"{error} (after {attempts} attempts)", attempts=attempts)
+        response, error, attempts = await post_with_retries(client, limit, self.url, body, self.settings)
+        if response is None:
+            return ChatReply(request.key, None, error=error, attempts=attempts)
+        return self._reply(request, response, attempts)
 
     def _reply(self, request: ChatRequest, response: httpx.Response, attempts: int) -> ChatReply:
         try:
@@ -105,3 +79,48 @@ class OpenAICompatibleEngine:
             return ChatReply(request.key, None, error=f"malformed response ({type(err).__name__}): {response.text[:300]}", attempts=attempts)
         usage = data.get("usage") or {}
         return ChatReply(request.key, text, int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0), attempts=attempts)
+
+
+async def post_with_retries(client: httpx.AsyncClient, limit: asyncio.Semaphore, url: str, body: dict,
+                            settings: LlmConfig) -> tuple[httpx.Response | None, str | None, int]:
+    """(the 200 response, None, attempts) or (None, why not, attempts): retries 429, 5xx, timeouts and
+    connection errors with exponential back-off (honouring Retry-After); other statuses fail at once."""
+    error = "no attempt"
+    attempts = 0
+    for attempt in range(settings.max_retries + 1):
+        attempts = attempt + 1
+        wait = settings.backoff_s * 2**attempt
+        async with limit:
+            try:
+                response = await client.post(url, json=body)
+            except httpx.TimeoutException as err:
+                error = f"timeout after {settings.timeout_s:g} s ({type(err).__name__})"
+                response = None
+            except httpx.TransportError as err:
+                error = f"connection failed: {type(err).__name__}: {err}"
+                response = None
+        if response is not None:
+            if response.status_code == 200:
+                return response, None, attempts
+            error = f"HTTP {response.status_code}: {response.text[:300]}"
+            if response.status_code not in RETRY_STATUS:
+                return None, error, attempts
+            retry_after = response.headers.get("retry-after")
+            if retry_after and retry_after.replace(".", "", 1).isdigit():
+                wait = float(retry_after)
+        if attempt < settings.max_retries:
+            await asyncio.sleep(min(wait, MAX_BACKOFF_S))
+    return None, f"{error} (after {attempts} attempts)", attempts
+
+
+def client_headers(settings: LlmConfig) -> dict[str, str]:
+    """JSON content, and the API key (read from the environment now) in the Authorization header only."""
+    headers = {"Content-Type": "application/json"}
+    key = settings.api_key()
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    return headers
+
+
+def client_timeout(settings: LlmConfig) -> httpx.Timeout:
+    return httpx.Timeout(settings.timeout_s, connect=min(10.0, settings.timeout_s))

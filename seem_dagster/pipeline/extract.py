@@ -18,6 +18,7 @@ from seem_dagster.llm.client import LlmClient, records_as_rows
 from seem_dagster.llm.engines import get_engine
 from seem_dagster.llm.extract import extract_passages
 from seem_dagster.llm.prompts import passage
+from seem_dagster.pipeline.properties import PropertiesBuilt, build_properties
 from seem_dagster.schemas import EventFrames, LlmCalls, table
 from seem_dagster.store.cache import ConversationCache
 
@@ -29,6 +30,7 @@ class Extracted:
     calls: pl.DataFrame
     extracted: int  # passages that were not in the cache
     extractor: str
+    properties: PropertiesBuilt
 
 
 def extract_conversations(root, tables: dict[str, pl.DataFrame], config: SeemConfig, engine=None) -> dict[str, Extracted]:
@@ -47,7 +49,8 @@ def _embedded(cache: ConversationCache, passages: pl.DataFrame, extractor: Extra
     if run.new_entries:
         cache.put_kv("extraction", name, {**saved, **run.new_entries})
     frames, facts = to_tables(inputs, run.results, extractor.name)
-    return Extracted(frames, facts, table(LlmCalls, []), run.misses, f"{extractor.name} v{extractor.version}")
+    properties = build_properties(cache, facts, passages, name)
+    return Extracted(frames, facts, table(LlmCalls, []), run.misses, f"{extractor.name} v{extractor.version}", properties)
 
 
 def _with_llm(root, tables: dict[str, pl.DataFrame], llm: LlmConfig, fallback: Extractor, engine=None) -> dict[str, Extracted]:
@@ -78,5 +81,8 @@ def _with_llm(root, tables: dict[str, pl.DataFrame], llm: LlmConfig, fallback: E
                 .otherwise(pl.col(EventFrames.extractor)).alias(EventFrames.extractor)
             )
         calls = table(LlmCalls, records_as_rows(records, cid, llm.backend, llm.model))
-        out[cid] = Extracted(frames, facts, calls, sum(1 for r in records if not r.cached), label)
+        # A passage the model answered has the properties it stated; a rescued one, those of its facts.
+        stated = {r.passage_id: r.properties for r in results if r.properties is not None}
+        properties = build_properties(caches[cid], facts, tables[cid], f"{name}-{passage.PROMPT.name}-v{passage.PROMPT.version}", stated)
+        out[cid] = Extracted(frames, facts, calls, sum(1 for r in records if not r.cached), label, properties)
     return out

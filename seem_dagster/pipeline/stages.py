@@ -10,9 +10,10 @@ from __future__ import annotations
 from seem_dagster import backends
 from seem_dagster.config import SeemConfig
 from seem_dagster.llm.prompts import fusion_judge, fusion_merge, passage
+from seem_dagster.properties import vocabulary
 
 SOURCE_ASSETS = ("passages", "questions")
-EXTRACTION_ASSETS = ("event_frames", "facts", "llm_calls")
+EXTRACTION_ASSETS = ("event_frames", "facts", "properties", "llm_calls")
 # The ingest step's output metadata key for the source it read (its registration, with the
 # fingerprint of the content actually read), which the ingest tables record.
 SOURCE_RECORD = "source_record"
@@ -44,10 +45,11 @@ def stage_config(asset: str, config: SeemConfig, source: dict | None = None) -> 
 
 
 def _extraction(config: SeemConfig) -> dict:
+    properties = f"vocabulary v{vocabulary.VERSION}"
     if not config.llm.enabled:
-        return {"extractor": _extractor(config)}
+        return {"extractor": _extractor(config), "properties": properties}
     return {"extractor": "llm", "llm": _model(config), "prompt": f"{passage.PROMPT.name} v{passage.PROMPT.version}",
-            "fallback": _extractor(config)}
+            "fallback": _extractor(config), "properties": properties}
 
 
 def _stage(asset: str, config: SeemConfig) -> dict:
@@ -65,5 +67,6 @@ def _stage(asset: str, config: SeemConfig) -> dict:
         return {"embedder": embedder}
     if asset == "retrieved_context":
         return {"embedder": embedder, "extractor": _extractor(config), "retrieval": config.retrieval.model_dump(mode="json"),
-                "query": config.query.model_dump(mode="json"), "llm": _model(config) if config.llm.enabled else None}
+                "query": config.query.model_dump(mode="json"), "properties": config.properties.model_dump(mode="json"),
+                "llm": _model(config) if config.llm.enabled else None}
     raise ValueError(f"no stage is known for asset {asset!r}")  # pragma: no cover (CODE_VERSIONS names every asset)

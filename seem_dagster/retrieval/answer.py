@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
+from seem_dagster.retrieval.as_of import property_histories, restrict
 from seem_dagster.retrieval.context import Context, build_context
 from seem_dagster.retrieval.index import MemoryIndex
 from seem_dagster.retrieval.query import encode_query
@@ -21,23 +22,28 @@ class Answered:
     context: Context
     seconds: float
     answer: dict | None = None  # {"answer", "evidence"} from the answering model, when one is configured
+    as_of: datetime | None = None  # the memory as it stood then (turns said later left out)
 
 
 def ask(
     index: MemoryIndex, question: str, date: datetime | None, extractor, embedder, config: RetrievalConfig,
-    *, budget_tokens: int, llm=None,
+    *, budget_tokens: int, llm=None, as_of: datetime | None = None, property_lines: int = 0,
 ) -> Answered:
     """``llm`` (an LlmSession) extracts the query facts and answers from the context; without it the
-    embedded extractor reads the question and the evidence is the output."""
-    date = date or index.passages[Passages.timestamp].max()
+    embedded extractor reads the question and the evidence is the output. ``as_of`` answers from the
+    memory as it stood then; ``property_lines`` property histories (as of then) join the context."""
+    date = date or (as_of if as_of is not None else index.passages[Passages.timestamp].max())
     started = time.perf_counter()
     facts = llm.query_facts(question, date) if llm is not None else None
     query = encode_query(question, date, extractor, embedder, index.passages[Passages.conversation_id][0], facts=facts)
     result = retrieve(index, query.vector, query.fact_vectors, config, question_text=question)
+    if as_of is not None:
+        result = restrict(index, result, as_of)
     seconds = time.perf_counter() - started
-    context = build_context(index, result, budget_tokens)
+    histories = property_histories(index, [r.passage_id for r in result.ranked], as_of or date, property_lines)
+    context = build_context(index, result, budget_tokens, histories=histories)
     answer = llm.answer(question, date, context.text) if llm is not None else None
-    return Answered(question, date, result, context, seconds, answer)
+    return Answered(question, date, result, context, seconds, answer, as_of)
 
 
 def passages_json(index: MemoryIndex, answered: Answered, k: int) -> list[dict]:

@@ -1,10 +1,12 @@
 """The context an answering model reads (DESIGN step 7), cut to one budget counted in tokens.
 
-SEEM's context has three sections: the retrieved turns in time order with their dates, the frames
-(summaries) of the episodes that brought turns in, and the seed facts with their dates. The budget
-covers the whole rendered text, headers included. Items are taken in order of importance (the top
-turn, the seed facts, then the other turns in rank order, each with its episode's frame the first
-time that episode brings a turn) until the next one does not fit. A top turn longer than the whole
+SEEM's context has up to four sections: the retrieved turns in time order with their dates, the
+frames (summaries) of the episodes that brought turns in, the seed facts with their dates, and the
+histories of the properties the top turns state (current value first, superseded ones with their
+end; ``retrieval.as_of``). The budget covers the whole rendered text, headers included. Items are
+taken in order of importance (the top turn, the seed facts, the property histories, then the other
+turns in rank order, each with its episode's frame the first time that episode brings a turn) until
+the next one does not fit. A top turn longer than the whole
 budget is cut to fit: the budget is never exceeded and the context is never empty.
 
 A baseline's ranking has no seed facts and no episodes, so the same function gives it its turns
@@ -66,9 +68,9 @@ def fact_line(seed: Seed, said: dict) -> str:
 class _Budget:
     """Sections filled under one token budget; a section's header is paid when its first line is."""
 
-    def __init__(self, budget: int):
+    def __init__(self, budget: int, *extra: str):
         self.left = budget
-        self.sections: dict[str, list[tuple[object, str]]] = {TURNS_HEADER: [], EVENTS_HEADER: [], FACTS_HEADER: []}
+        self.sections: dict[str, list[tuple[object, str]]] = {h: [] for h in (TURNS_HEADER, EVENTS_HEADER, FACTS_HEADER, *extra)}
 
     def cost(self, section: str, line: str) -> int:
         # A line costs its tokens; a section's first line also pays for its header.
@@ -103,11 +105,14 @@ def _first_turn(budget: _Budget, row: dict, pid: str) -> str | None:
     return pid
 
 
-def build_context(index: MemoryIndex, result: RetrievalResult, budget_tokens: int) -> Context:
-    """SEEM's context for ``result`` within ``budget_tokens`` (module docstring)."""
+def build_context(
+    index: MemoryIndex, result: RetrievalResult, budget_tokens: int, *, histories: tuple[str, list[str]] | None = None
+) -> Context:
+    """SEEM's context for ``result`` within ``budget_tokens`` (module docstring); ``histories`` is a
+    section (header, lines) of property histories."""
     if budget_tokens < MIN_BUDGET_TOKENS:
         raise ValueError(f"a context budget must be at least {MIN_BUDGET_TOKENS} tokens, got {budget_tokens}")
-    rows, budget = index.rows, _Budget(budget_tokens)
+    rows, budget = index.rows, _Budget(budget_tokens, *([histories[0]] if histories else []))
     ranked = [r.passage_id for r in result.ranked]
     chosen: list[str] = []
     cut = None
@@ -117,6 +122,10 @@ def build_context(index: MemoryIndex, result: RetrievalResult, budget_tokens: in
     full = False
     for seed in result.seeds:
         if not budget.take(FACTS_HEADER, seed.fact_id, fact_line(seed, rows[seed.passage_id])):
+            full = True
+            break
+    for k, line in enumerate(histories[1] if histories and not full else []):
+        if not budget.take(histories[0], k, line):
             full = True
             break
     used = set(result.episodes)

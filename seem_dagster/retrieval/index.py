@@ -36,6 +36,7 @@ class MemoryIndex:
     entity_passages: dict[str, int] = field(default_factory=dict)
     episode_of: dict[str, int] = field(default_factory=dict)
     position: dict[str, int] = field(default_factory=dict)
+    properties: pl.DataFrame | None = None  # the property memory, when the reader loaded it (retrieval/load.py)
     _name_links: dict[int, dict[str, dict[str, str]]] = field(default_factory=dict, repr=False)
 
     @cached_property

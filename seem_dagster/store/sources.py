@@ -66,3 +66,15 @@ def read_source(root, conversation_id: str) -> Source:
             "add it with `seem build --input ...` or drop its file into the inbox"
         )
     return Source.from_json(json.loads(path.read_text()))
+
+
+def registered_conversations(root) -> list[str]:
+    """Every conversation registered in the store (built or not), sorted."""
+    folder = as_root(root) / FOLDER
+    if not folder.exists():
+        return []
+    found = []
+    for path in folder.iterdir():
+        if path.name.endswith(".json") and not path.name.startswith(TEMP_PREFIX):
+            found.append(json.loads(path.read_text())["conversation_id"])
+    return sorted(found)

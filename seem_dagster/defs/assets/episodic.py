@@ -20,7 +20,7 @@ from seem_dagster.defs.metadata import markdown_table, table_metadata
 from seem_dagster.defs.partitions import conversations
 from seem_dagster.pipeline.episodes import build_episodes
 from seem_dagster.pipeline.extract import extract_conversations
-from seem_dagster.schemas import Episodes, EventFrames, Facts, LlmCalls, Passages
+from seem_dagster.schemas import Episodes, EventFrames, Facts, LlmCalls, Passages, Properties
 from seem_dagster.store.cache import ConversationCache
 
 GROUP = "episodic"
@@ -43,6 +43,13 @@ LLM_POOL = "llm"
             description="Time-stamped quadruples (subject, relation, object, time) from each passage, "
             "the speaker as the subject of 'I'. The graph layer builds on them.",
             group_name=GROUP, kinds=KINDS | {"spacy"}, io_manager_key="snapshot_io_manager",
+        ),
+        "properties": AssetOut(
+            description="Entity -> property -> typed value (string, date, number, boolean) with the time it holds from, "
+            "the time it was said and the passage it came from. A later value of a single-valued property (where "
+            "someone lives, a job, a count) supersedes the earlier: both rows stay, the earlier gets valid_to. "
+            "Multi-valued properties accumulate. Derived from the facts, or stated by the language model.",
+            group_name=GROUP, kinds=KINDS, io_manager_key="snapshot_io_manager",
         ),
         "llm_calls": AssetOut(
             description="Every language-model request of the extraction: prompt, passage, calls, tokens, and "
@@ -98,6 +105,7 @@ def extract_frames(context: AssetExecutionContext, passages, seem: ResourceParam
             "with_time": MetadataValue.int(all_facts.filter(pl.col(Facts.time).is_not_null()).height),
         },
     )
+    yield _properties_output({k: b.properties for k, b in built.items()}, value)
     prompt_tokens, completion_tokens = int(all_calls[LlmCalls.prompt_tokens].sum() or 0), int(all_calls[LlmCalls.completion_tokens].sum() or 0)
     fresh = all_calls.filter(~pl.col(LlmCalls.cached)).height
     yield Output(
@@ -118,6 +126,29 @@ def extract_frames(context: AssetExecutionContext, passages, seem: ResourceParam
                 markdown_table(failed, [LlmCalls.item_id, LlmCalls.status, LlmCalls.error, LlmCalls.raw], rows=20, width=200)
                 if failed.height else "no failures"
             ),
+        },
+    )
+
+
+def _properties_output(built: dict, value) -> Output:
+    tables = {k: b.table for k, b in built.items()}
+    everything = pl.concat(list(tables.values()))
+    history = list(built.values())
+    return Output(
+        value(tables),
+        output_name="properties",
+        metadata={
+            **table_metadata(everything, [Properties.entity, Properties.property, Properties.value, Properties.dtype,
+                                          Properties.valid_from, Properties.valid_to]),
+            "single_valued_rows": MetadataValue.int(everything.filter(pl.col(Properties.single_valued)).height),
+            "superseded_rows": MetadataValue.int(everything.filter(pl.col(Properties.valid_to).is_not_null()).height),
+            "by_dtype": MetadataValue.json(dict(everything.group_by(Properties.dtype).len().sort(Properties.dtype).iter_rows())),
+            # Against the last build with the same settings: rows are content-addressed, so a new
+            # session appends rows and closes superseded ones; withdrawn > 0 means the input changed.
+            "appended": MetadataValue.int(sum(h.history.appended for h in history)),
+            "closed": MetadataValue.int(sum(h.history.closed for h in history)),
+            "kept": MetadataValue.int(sum(h.history.kept for h in history)),
+            "withdrawn": MetadataValue.int(sum(h.history.withdrawn for h in history)),
         },
     )
 

@@ -16,17 +16,18 @@ from seem_dagster.schemas import Passages, Questions, Retrieved, table
 
 @asset(
     partitions_def=conversations,
-    ins={n: AssetIn() for n in ("questions", "passages", "facts", "entities", "episodes", "graph_edges", "retrieval_index")},
+    ins={n: AssetIn() for n in ("questions", "passages", "facts", "entities", "episodes", "graph_edges", "retrieval_index", "properties")},
     group_name="query", kinds={"parquet", "igraph"}, io_manager_key="snapshot_io_manager",
     description="The retrieved context of every stored question: ranked passages, source refs, scores and the "
     "reason each passage is there (seed fact, PageRank, or the episode that expanded it). With a language "
     "model (resource llm) each question is also answered; the answers are in the metadata.",
 )
 def retrieved_context(
-    context: AssetExecutionContext, questions, passages, facts, entities, episodes, graph_edges, retrieval_index,
+    context: AssetExecutionContext, questions, passages, facts, entities, episodes, graph_edges, retrieval_index, properties,
     seem: ResourceParam[SeemConfig],
 ):
     index = MemoryIndex.from_tables(passages, facts, entities, episodes, graph_edges, retrieval_index)
+    index.properties = properties
     session = LlmSession(seem.llm, seem.store.root, context.partition_key) if seem.llm.enabled else None
     answers = []
     extractor, embedder = backends.extractor(seem.extraction.extractor), backends.embedder(seem.extraction.embedder)
@@ -34,7 +35,7 @@ def retrieved_context(
     rows, seconds, recalls = [], [], []
     for q in questions.iter_rows(named=True):
         answered = ask(index, q[Questions.question], q[Questions.question_date], extractor, embedder, seem.retrieval,
-                       budget_tokens=seem.query.budget_tokens, llm=session)
+                       budget_tokens=seem.query.budget_tokens, llm=session, property_lines=seem.properties.context_lines)
         seconds.append(answered.seconds)
         if session is not None:
             answers.append((q[Questions.question_id], q[Questions.question], (answered.answer or {}).get("answer"), q[Questions.answer]))

@@ -1,8 +1,14 @@
-"""One call per passage: its event frame (summary + events with the six roles) and its time-stamped facts."""
+"""One call per passage: its event frame (summary + events with the six roles), its time-stamped facts
+and its properties (entity -> property -> typed value, APEX-MEM's property memory).
+
+Version 2 added ``properties``; the property names the memory knows as single-valued are listed in
+the task so the model uses them (``properties.vocabulary``); any other name is taken as multi-valued.
+"""
 
 from __future__ import annotations
 
 from seem_dagster.llm.prompts import ISO_DATE, TEXT, Prompt, nullable
+from seem_dagster.properties.vocabulary import SINGLE_ROLES, SINGLE_VALUED
 
 EVENT = {
     "type": "object",
@@ -24,17 +30,29 @@ FACT = {
     "required": ["subject", "relation", "object", "time", "time_text"],
     "additionalProperties": False,
 }
-SCHEMA = {
+PROPERTY = {
     "type": "object",
-    "properties": {"summary": TEXT, "events": {"type": "array", "items": EVENT}, "facts": {"type": "array", "items": FACT}},
-    "required": ["summary", "events", "facts"],
+    "properties": {
+        "entity": TEXT, "property": TEXT, "value": TEXT,
+        "dtype": {"type": "string", "enum": ["string", "date", "number", "boolean"]},
+        "time": nullable(ISO_DATE),
+    },
+    "required": ["entity", "property", "value", "dtype", "time"],
     "additionalProperties": False,
 }
+SCHEMA = {
+    "type": "object",
+    "properties": {"summary": TEXT, "events": {"type": "array", "items": EVENT}, "facts": {"type": "array", "items": FACT},
+                   "properties": {"type": "array", "items": PROPERTY}},
+    "required": ["summary", "events", "facts", "properties"],
+    "additionalProperties": False,
+}
+KNOWN_NAMES = ", ".join([*SINGLE_VALUED, *sorted(SINGLE_ROLES - {"fiancé", "fiancée"}), "<thing>_count"])
 
 PROMPT = Prompt(
     name="passage",
-    version="1",
-    system="You turn one turn of a conversation into structured memory: an event frame and facts. You are precise and never invent.",
+    version="2",
+    system="You turn one turn of a conversation into structured memory: an event frame, facts and properties. You are precise and never invent.",
     task=(
         "Read `turn` (said by `speaker` on `session_date`; `previous_turn` is context only). Write:\n"
         "- summary: one sentence in the third person naming the speaker instead of I/me (and the other speaker instead of you).\n"
@@ -42,7 +60,11 @@ PROMPT = Prompt(
         "time as an absolute ISO date (YYYY, YYYY-MM or YYYY-MM-DD) resolved against session_date "
         "('yesterday', 'last Saturday', 'next month'), time_text (the words that gave the time), location, cause, manner; null when not said.\n"
         "- facts: (subject, relation, object) triples stated in this turn, names instead of pronouns, with time as for events.\n"
-        "Greetings and small talk give empty events and facts."
+        "- properties: what this turn says an entity (a person, pet, place, thing) is or has, as (entity, property, value): "
+        "property a short snake_case name (these hold one value at a time: " + KNOWN_NAMES + "; use them when they fit, "
+        "else a plain name like activities or visited_places), value as said, dtype string, date (ISO), number (digits) "
+        "or boolean (true/false), time when the value starts to hold, resolved like event times, else null.\n"
+        "Greetings and small talk give empty events, facts and properties."
     ),
     schema=SCHEMA,
     max_tokens=768,

@@ -1,0 +1,231 @@
+"""The five tools, over one store: what an agent may call, each bounded and validated.
+
+Every argument is treated as hostile: strings have length limits, counts have caps, dates must
+parse, conversation ids must be registered in the store, SQL goes through ``sql.guard`` and a locked
+DuckDB. A refused call raises ``ToolInputError`` with one line the agent can act on. Each
+conversation's tables are read once, from one consistent snapshot, at its first use.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from datetime import datetime
+
+import polars as pl
+
+from seem_dagster import backends
+from seem_dagster.config import SeemConfig
+from seem_dagster.graph.entities import normalise
+from seem_dagster.properties.as_of import held_on, history_lines
+from seem_dagster.retrieval.answer import ask, passages_json
+from seem_dagster.retrieval.as_of import parse_as_of
+from seem_dagster.retrieval.index import MemoryIndex
+from seem_dagster.retrieval.load import load_index
+from seem_dagster.schemas import Entities, Passages, Properties
+from seem_dagster.sql.guard import SqlRefused
+from seem_dagster.sql.memory import SqlMemory
+from seem_dagster.sql.output import as_records
+from seem_dagster.store.keys import InvalidConversationId, check_conversation_id
+from seem_dagster.store.snapshot import SnapshotError
+from seem_dagster.store.sources import registered_conversations
+
+MAX_TEXT = 2000
+MAX_NAME = 200
+MAX_K = 50
+MAX_ROWS = 200
+PER_ENTITY = 30
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset("the a an of to in on at for and or is was are were do does did what when where who which how with from by "
+                  "about my your his her their our has have had".split())
+
+
+class ToolInputError(ValueError):
+    """A refused or failed call: one line for the agent."""
+
+
+def _text(value: str, name: str, limit: int = MAX_TEXT, *, empty_ok: bool = False) -> str:
+    if not isinstance(value, str):
+        raise ToolInputError(f"{name} must be text")
+    if len(value) > limit:
+        raise ToolInputError(f"{name} is {len(value)} characters, over the limit of {limit}")
+    if not empty_ok and not value.strip():
+        raise ToolInputError(f"{name} is empty")
+    return value.strip()
+
+
+def _count(value: int, name: str, limit: int) -> int:
+    if not isinstance(value, int) or value < 1 or value > limit:
+        raise ToolInputError(f"{name} must be a whole number from 1 to {limit}, got {value!r}")
+    return value
+
+
+def _day(value: datetime | None) -> str | None:
+    return value.isoformat(sep=" ", timespec="minutes") if value is not None else None
+
+
+class MemoryTools:
+    def __init__(self, store: str, config: SeemConfig, conversation_id: str | None = None):
+        self.store = store
+        self.config = config
+        self.default = conversation_id
+        self._indexes: dict[str, MemoryIndex] = {}
+        self._sql: SqlMemory | None = None
+
+    def close(self) -> None:
+        if self._sql is not None:
+            self._sql.close()
+
+    # -- the scope -------------------------------------------------------------------------------
+
+    def conversation(self, conversation_id: str | None) -> str:
+        """The conversation a call is about: the one named (registered in the store), else the
+        server's, else the store's only one."""
+        known = registered_conversations(self.store)
+        if conversation_id is None or conversation_id == "":
+            if self.default is not None:
+                return self.default
+            if len(known) == 1:
+                return known[0]
+            raise ToolInputError(f"name a conversation_id: the store holds {len(known)} ({', '.join(known[:10])})")
+        try:
+            check_conversation_id(conversation_id)
+        except InvalidConversationId as err:
+            raise ToolInputError(f"conversation_id: {err}") from None
+        if conversation_id not in known:
+            raise ToolInputError(f"conversation_id {conversation_id[:80]!r} is not in this store; it holds {', '.join(known[:10])}")
+        return conversation_id
+
+    def index(self, conversation_id: str | None) -> MemoryIndex:
+        cid = self.conversation(conversation_id)
+        if cid not in self._indexes:
+            try:
+                self._indexes[cid] = load_index(self.store, cid)
+            except SnapshotError as err:
+                raise ToolInputError(str(err)) from None
+        return self._indexes[cid]
+
+    def sql_memory(self) -> SqlMemory:
+        if self._sql is None:
+            try:
+                self._sql = SqlMemory.open(self.store, self.default, self.config.sql)
+            except SnapshotError as err:
+                raise ToolInputError(str(err)) from None
+        return self._sql
+
+    # -- the tools -------------------------------------------------------------------------------
+
+    def schema(self) -> dict:
+        """The SQL views and columns, the property names in use (with counts), and the limits."""
+        description = self.sql_memory().describe()
+        props = self.sql_memory().tables.get("properties")
+        names = props.group_by(Properties.property, Properties.single_valued).len().sort("len", descending=True).head(40) \
+            if props is not None else pl.DataFrame()
+        description["property_names"] = [{"property": p, "single_valued": s, "rows": n} for p, s, n in names.iter_rows()]
+        description["notes"] = ("properties: valid_to NULL = still holds; a single-valued property's later value supersedes the "
+                                "earlier (supersedes names the row it replaced); properties_on(day) = what held on a day")
+        return description
+
+    def entity_lookup(self, name: str, conversation_id: str | None = None) -> dict:
+        """Entities whose name is closest to ``name``, each with its current and past properties."""
+        name = _text(name, "name", MAX_NAME)
+        index = self.index(conversation_id)
+        wanted = normalise(name)
+        candidates: dict[str, str] = {}
+        for eid, display, aliases in index.entities.select(Entities.entity_id, Entities.name, Entities.aliases).iter_rows():
+            for alias in [display, *aliases]:
+                candidates.setdefault(normalise(alias), eid)
+        names = dict(zip(index.entities[Entities.entity_id].to_list(), index.entities[Entities.name].to_list()))
+        scored: dict[str, float] = {}
+        for alias, eid in candidates.items():
+            score = difflib.SequenceMatcher(None, wanted, alias).ratio()
+            if wanted and (f" {wanted} " in f" {alias} " or f" {alias} " in f" {wanted} "):
+                score = max(score, 0.8)
+            scored[eid] = max(scored.get(eid, 0.0), score)
+        best = sorted((e for e in scored if scored[e] >= 0.5), key=lambda e: -scored[e])[:5]
+        props = index.properties if index.properties is not None else pl.DataFrame(schema={Properties.entity_id: pl.String})
+        refs = dict(zip(index.passages[Passages.passage_id].to_list(), index.passages[Passages.source_ref].to_list()))
+        out = []
+        for eid in best:
+            rows = props.filter(pl.col(Properties.entity_id) == eid).sort(Properties.valid_from, descending=True)
+            current = rows.filter(pl.col(Properties.valid_to).is_null())
+            past = rows.filter(pl.col(Properties.valid_to).is_not_null())
+            out.append({"entity": names[eid], "entity_id": eid, "match": round(scored[eid], 2),
+                        "current": [_property(r, refs) for r in current.head(PER_ENTITY).iter_rows(named=True)],
+                        "past": [_property(r, refs) for r in past.head(PER_ENTITY).iter_rows(named=True)],
+                        "more": max(0, current.height - PER_ENTITY) + max(0, past.height - PER_ENTITY)})
+        return {"query": name, "entities": out}
+
+    def property_search(self, query: str = "", entity: str | None = None, property: str | None = None, as_of: str | None = None,
+                        limit: int = 20, conversation_id: str | None = None) -> dict:
+        """Property rows matching words of ``query`` (in entity, property or value), optionally of one
+        entity or property, optionally only those that held on ``as_of`` (as known then)."""
+        query = _text(query or "", "query", empty_ok=True)
+        limit = _count(limit, "limit", MAX_ROWS)
+        index = self.index(conversation_id)
+        props = index.properties
+        if props is None or props.height == 0:
+            return {"rows": [], "note": "this memory has no properties"}
+        if as_of:
+            try:
+                when = parse_as_of(_text(as_of, "as_of", 40))
+            except ValueError:
+                raise ToolInputError(f"as_of {as_of[:40]!r} is not an ISO date (YYYY-MM-DD)") from None
+            props = held_on(props, when, passages=index.passages)
+        if entity:
+            wanted = normalise(_text(entity, "entity", MAX_NAME))
+            props = props.filter(pl.col(Properties.entity).map_elements(lambda e: wanted in normalise(e), return_dtype=pl.Boolean))
+        if property:
+            wanted_p = re.sub(r"[^a-z0-9]+", "_", _text(property, "property", MAX_NAME).lower()).strip("_")
+            props = props.filter(pl.col(Properties.property).str.contains(wanted_p, literal=True))
+        words = [w for w in _WORD.findall(query.lower()) if w not in _STOP and len(w) > 2]
+        if words:
+            text = pl.concat_str([Properties.entity, Properties.property, Properties.value], separator=" ").str.to_lowercase()
+            props = props.with_columns(pl.sum_horizontal([text.str.contains(w, literal=True).cast(pl.Int32) for w in words]).alias("_hits"))
+            props = props.filter(pl.col("_hits") > 0).sort(["_hits", Properties.said_at], descending=True)
+        else:
+            props = props.sort(Properties.said_at, descending=True)
+        refs = dict(zip(index.passages[Passages.passage_id].to_list(), index.passages[Passages.source_ref].to_list()))
+        texts = dict(zip(index.passages[Passages.passage_id].to_list(), index.passages[Passages.text].to_list()))
+        rows = [{**_property(r, refs), "entity": r[Properties.entity], "turn": texts[r[Properties.passage_id]][:300]}
+                for r in props.head(limit).iter_rows(named=True)]
+        return {"rows": rows, "total": props.height, "as_of": as_of or None}
+
+    def sql(self, query: str) -> dict:
+        """One read-only SELECT over the memory's views (``schema`` lists them)."""
+        try:
+            result = self.sql_memory().query(_text(query, "query", self.config.sql.max_chars))
+        except SqlRefused as err:
+            raise ToolInputError(str(err)) from None
+        return as_records(result)
+
+    def search(self, question: str, date: str | None = None, k: int = 10, conversation_id: str | None = None) -> dict:
+        """SEEM retrieval: the turns that answer ``question``, each with why it is there, and the
+        histories of the properties they state."""
+        question = _text(question, "question")
+        k = _count(k, "k", MAX_K)
+        try:
+            when = datetime.fromisoformat(_text(date, "date", 40)) if date else None
+        except ValueError:
+            raise ToolInputError(f"date {date[:40]!r} is not an ISO date (YYYY-MM-DD)") from None
+        index = self.index(conversation_id)
+        answered = ask(index, question, when, backends.extractor(self.config.extraction.extractor),
+                       backends.embedder(self.config.extraction.embedder), self.config.retrieval,
+                       budget_words=self.config.query.budget_words)
+        passages = passages_json(index, answered, k)
+        histories = history_lines(index.properties, [p["passage_id"] for p in passages], answered.date,
+                                  limit=self.config.properties.context_lines, passages=index.passages) if index.properties is not None else []
+        return {"question": question, "date": answered.date.date().isoformat(), "passages": passages,
+                "seed_facts": [{"subject": s.subject, "relation": s.relation, "object": s.object, "time": s.time} for s in answered.result.seeds],
+                "property_histories": histories}
+
+
+def _property(r: dict, refs: dict) -> dict:
+    return {"property": r[Properties.property], "value": r[Properties.value], "dtype": r[Properties.dtype],
+            "valid_from": _day(r[Properties.valid_from]), "valid_to": _day(r[Properties.valid_to]), "said_at": _day(r[Properties.said_at]),
+            "turn_ref": refs.get(r[Properties.passage_id])}
+
+
+def as_json(value: dict) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)

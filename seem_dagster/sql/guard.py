@@ -1,0 +1,53 @@
+"""What SQL may run: one SELECT (or WITH ... SELECT) statement, decided by DuckDB's own parser.
+
+Everything else is refused with one line that says why: writes, DDL, ATTACH, COPY, INSTALL/LOAD,
+PRAGMA, SET, a second statement after ``;``. The connection is locked down besides (no file access,
+locked configuration: ``memory.py``), so a SELECT that tries to read a file fails there too, and
+a data-modifying CTE (``WITH d AS (DELETE ... RETURNING *) SELECT ...``, which the parser types as a
+SELECT) fails at binding: the views are over Arrow data, and there is no base table to write.
+"""
+
+from __future__ import annotations
+
+
+class SqlRefused(ValueError):
+    """The SQL was refused or failed: the message is one line meant for the person or agent that sent it."""
+
+
+# DuckDB's statement types, as a person would name what was tried.
+_WHAT = {
+    "INSERT": "a write (INSERT)", "UPDATE": "a write (UPDATE)", "DELETE": "a write (DELETE)", "MERGE_INTO": "a write (MERGE)",
+    "CREATE": "DDL (CREATE)", "CREATE_FUNC": "DDL (CREATE MACRO/FUNCTION)", "DROP": "DDL (DROP)", "ALTER": "DDL (ALTER)",
+    "ATTACH": "ATTACH (opening another database)", "DETACH": "DETACH", "COPY": "COPY (reading or writing files)",
+    "COPY_DATABASE": "COPY DATABASE", "EXPORT": "EXPORT DATABASE (writing files)", "LOAD": "INSTALL/LOAD (extensions)",
+    "EXTENSION": "an extension statement", "PRAGMA": "PRAGMA", "SET": "SET (changing settings)",
+    "VARIABLE_SET": "SET VARIABLE", "TRANSACTION": "a transaction statement", "PREPARE": "PREPARE", "EXECUTE": "EXECUTE",
+    "CALL": "CALL", "VACUUM": "VACUUM", "ANALYZE": "ANALYZE", "EXPLAIN": "EXPLAIN", "MULTI": "PIVOT/UNPIVOT as a statement",
+}
+
+
+def check_sql(con, sql: str, max_chars: int) -> str:
+    """The statement to run, or SqlRefused. ``con`` is a DuckDB connection (its parser decides)."""
+    import duckdb
+
+    if not isinstance(sql, str) or not sql.strip():
+        raise SqlRefused("no SQL given: send one SELECT statement")
+    if len(sql) > max_chars:
+        raise SqlRefused(f"SQL of {len(sql)} characters is over the limit of {max_chars} (sql.max_chars)")
+    try:
+        statements = con.extract_statements(sql)
+    except duckdb.Error as err:
+        raise SqlRefused(f"SQL does not parse: {first_line(err)}") from None
+    if not statements:
+        raise SqlRefused("no SQL statement given (only comments or ';'): send one SELECT statement")
+    if len(statements) > 1:
+        raise SqlRefused(f"only one statement may run; got {len(statements)} (a ';' followed by another statement)")
+    kind = statements[0].type.name
+    if kind != "SELECT":
+        raise SqlRefused(f"refused {_WHAT.get(kind, kind)}: the memory is read-only, only one SELECT or WITH ... SELECT runs")
+    return sql
+
+
+def first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__

@@ -1,0 +1,150 @@
+"""The memory as DuckDB views: one consistent snapshot per conversation, in an in-memory database
+that can read nothing else.
+
+Each table of a conversation's memory is read through the snapshot store's reading API (one
+consistent build per conversation) and registered as a view named after the table; with several
+conversations the views hold all of them (``conversation_id`` tells them apart). The connection is
+locked before any user SQL runs: external access (files, URLs, extensions) off, Python replacement
+scans off, the configuration locked. A query runs under a row cap and a time limit.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from seem_dagster.config import SqlConfig
+from seem_dagster.sql.guard import SqlRefused, check_sql, first_line
+from seem_dagster.store.snapshot import SnapshotError, read_snapshot
+from seem_dagster.store.sources import registered_conversations
+
+# Every table of a built memory, in the order `--schema` lists them.
+TABLES = ("passages", "questions", "event_frames", "facts", "properties", "episodes", "entities", "graph_edges",
+          "retrieval_index", "llm_calls")
+CONVERSATION = "conversation_id"
+# "What held on a date" as a table macro over the properties view (stored ends: as known now).
+MACROS = {
+    "properties_on": ("properties_on(day)", "CREATE MACRO properties_on(day) AS TABLE SELECT * FROM properties "
+                      "WHERE valid_from <= CAST(day AS TIMESTAMP) AND (valid_to IS NULL OR valid_to > CAST(day AS TIMESTAMP))"),
+}
+
+
+@dataclass
+class SqlResult:
+    frame: pl.DataFrame
+    types: list[str]
+    truncated: bool
+    seconds: float
+
+
+@dataclass
+class Loaded:
+    tables: dict[str, pl.DataFrame]
+    conversations: list[str]
+    skipped: dict[str, str] = field(default_factory=dict)  # conversation -> why it is not in the views
+
+
+def load_tables(store, conversation_id: str | None = None) -> Loaded:
+    """One conversation's tables, or every built conversation's; each conversation's from one build."""
+    wanted = [conversation_id] if conversation_id is not None else registered_conversations(store)
+    per_table: dict[str, list[pl.DataFrame]] = {t: [] for t in TABLES}
+    loaded, skipped = [], {}
+    for cid in wanted:
+        try:
+            tables = read_snapshot(store, cid, TABLES)
+        except SnapshotError as err:
+            if conversation_id is not None:
+                raise
+            skipped[cid] = str(err)
+            continue
+        loaded.append(cid)
+        for name, frame in tables.items():
+            if CONVERSATION not in frame.columns:
+                frame = frame.select(pl.lit(cid).alias(CONVERSATION), pl.all())
+            per_table[name].append(frame)
+    if not loaded:
+        why = f" ({'; '.join(f'{c}: {r}' for c, r in list(skipped.items())[:3])})" if skipped else ""
+        raise SnapshotError(f"no built conversation in the store {store}{why}: build one with `seem build`")
+    return Loaded({name: pl.concat(frames, how="vertical") for name, frames in per_table.items()}, loaded, skipped)
+
+
+class SqlMemory:
+    """Read-only SQL over loaded tables. Not thread-safe: one query at a time per instance."""
+
+    def __init__(self, loaded: Loaded, config: SqlConfig):
+        import duckdb
+
+        self.config = config
+        self.conversations = loaded.conversations
+        self.skipped = loaded.skipped
+        self.con = duckdb.connect(":memory:", config={
+            "enable_external_access": False, "autoload_known_extensions": False, "autoinstall_known_extensions": False,
+            "python_enable_replacements": False, "threads": config.threads, "memory_limit": f"{config.memory_limit_mb}MB",
+        })
+        self.tables = loaded.tables
+        for name, frame in loaded.tables.items():
+            self.con.register(name, frame.to_arrow())
+        self.macros = {name: sig for name, (sig, create) in MACROS.items() if "properties" in self.tables}
+        for name in self.macros:
+            self.con.execute(MACROS[name][1])
+        self.con.execute("SET lock_configuration = true")
+
+    @classmethod
+    def open(cls, store, conversation_id: str | None, config: SqlConfig) -> SqlMemory:
+        return cls(load_tables(store, conversation_id), config)
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> SqlMemory:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def schema(self) -> dict[str, list[tuple[str, str]]]:
+        """view -> [(column, DuckDB type)], in TABLES order."""
+        out = {}
+        for name in self.tables:
+            rel = self.con.table(name)
+            out[name] = [(c, str(t)) for c, t in zip(rel.columns, rel.types)]
+        return out
+
+    def describe(self) -> dict:
+        """What an agent or a person needs to write a query: views, columns, row counts, the macros."""
+        return {
+            "conversations": self.conversations,
+            "views": {name: {"rows": self.tables[name].height, "columns": dict(cols)} for name, cols in self.schema().items()},
+            "macros": self.macros,
+            "limits": {"max_rows": self.config.max_rows, "timeout_s": self.config.timeout_s},
+        }
+
+    def query(self, sql: str) -> SqlResult:
+        """Run one SELECT; SqlRefused (one line) for anything refused, failing or over the time limit."""
+        import duckdb
+
+        sql = check_sql(self.con, sql, self.config.max_chars)
+        timer = threading.Timer(self.config.timeout_s, self.con.interrupt)
+        started = time.perf_counter()
+        timer.start()
+        try:
+            rel = self.con.sql(sql)
+            if rel is None:  # pragma: no cover (the guard lets only queries through)
+                raise SqlRefused("the statement returned no rows: only one SELECT runs")
+            types = [str(t) for t in rel.types]
+            table = rel.limit(self.config.max_rows + 1).to_arrow_table()
+        except duckdb.InterruptException:
+            raise SqlRefused(f"query stopped after the time limit of {self.config.timeout_s:g} s (sql.timeout_s)") from None
+        except duckdb.PermissionException as err:
+            raise SqlRefused(f"refused: {first_line(err)} (the memory's views are all a query can read)") from None
+        except duckdb.Error as err:
+            raise SqlRefused(f"SQL error: {first_line(err)}") from None
+        finally:
+            timer.cancel()
+        seconds = time.perf_counter() - started
+        frame = pl.from_arrow(table)
+        truncated = frame.height > self.config.max_rows
+        return SqlResult(frame.head(self.config.max_rows), types, truncated, seconds)
