@@ -8,6 +8,7 @@ from seem_dagster.config import Resolved, resolve_standard
 from seem_dagster.defs.assets.episodic import episodes, extract_frames
 from seem_dagster.defs.assets.graph import build_graph, retrieval_index
 from seem_dagster.defs.assets.ingest import ingest_conversation
+from seem_dagster.defs.assets.publish import memory
 from seem_dagster.defs.assets.query import retrieved_context
 from seem_dagster.defs.checks import CHECKS
 from seem_dagster.defs.jobs import build_memory, query_memory
@@ -20,7 +21,7 @@ def build_defs(config: Resolved | None = None) -> Definitions:
     """``config``: the resolved tree (default: defaults < SEEM_CONFIG file < SEEM_* environment)."""
     config = config or resolve_standard()
     return Definitions(
-        assets=[ingest_conversation, extract_frames, episodes, build_graph, retrieval_index, retrieved_context],
+        assets=[ingest_conversation, extract_frames, episodes, build_graph, retrieval_index, retrieved_context, memory],
         asset_checks=CHECKS,
         jobs=[build_memory, query_memory],
         sensors=[inbox_sensor],

@@ -48,7 +48,8 @@ def inbox_sensor(context: SensorEvaluationContext, seem: ResourceParam[SeemConfi
         for reg in registered:
             if reg.conversation_id not in existing and reg.conversation_id not in new_keys:
                 new_keys.append(reg.conversation_id)
-            if reg.status != "unchanged" or reg.conversation_id not in existing:
+            # (A registration already waiting had its run requested when it was first seen.)
+            if (reg.status != "unchanged" and not reg.waiting) or reg.conversation_id not in existing:
                 runs.append(
                     RunRequest(
                         partition_key=reg.conversation_id,

@@ -12,6 +12,11 @@ from seem_dagster.config import SeemConfig
 from seem_dagster.llm.prompts import fusion_judge, fusion_merge, passage
 
 SOURCE_ASSETS = ("passages", "questions")
+# The tables of a whole memory (what a build publishes), and those made from it (query results),
+# which a publish drops when the memory they were made from is replaced.
+MEMORY_TABLES = ("passages", "questions", "event_frames", "facts", "llm_calls", "episodes", "entities", "graph_edges",
+                 "retrieval_index")
+QUERY_TABLES = ("retrieved_context",)
 EXTRACTION_ASSETS = ("event_frames", "facts", "llm_calls")
 # The ingest step's output metadata key for the source it read (its registration, with the
 # fingerprint of the content actually read), which the ingest tables record.
