@@ -12,11 +12,13 @@ from seem_dagster.config import IngestConfig
 from seem_dagster.ingest import load_input
 from seem_dagster.store.sources import Source, register
 
+EMPTY = "empty"
+
 
 @dataclass(frozen=True)
 class Registered:
     conversation_id: str
-    status: str  # "new" | "changed" | "unchanged"
+    status: str  # "new" | "changed" | "unchanged"; "empty": every turn was empty and skipped, nothing registered
     fingerprint: str
     passages: int
     skipped: tuple[str, ...]
@@ -39,7 +41,8 @@ def register_file(
     with the source of the published memory, so a build that failed or was killed is built again.
     """
     options = options or IngestConfig()
-    parsed = load_input(path, fmt, options, questions=questions, conversations=conversations)
+    emptied = []
+    parsed = load_input(path, fmt, options, questions=questions, conversations=conversations, emptied=emptied)
     sources = [
         Source(
             conversation_id=conv.conversation_id,
@@ -57,7 +60,13 @@ def register_file(
         status, waiting = register(root, source)
         out.append(Registered(conv.conversation_id, status, source.fingerprint, conv.passages.height, tuple(conv.skipped),
                               conv.excluded, waiting))
+    out += [Registered(conv.conversation_id, EMPTY, conv.fingerprint, 0, tuple(conv.skipped)) for conv in emptied]
     return out
+
+
+def to_build(registered: list[Registered]) -> list[Registered]:
+    """The registered conversations there is something to build for."""
+    return [r for r in registered if r.status != EMPTY]
 
 
 def absolute(path) -> str:

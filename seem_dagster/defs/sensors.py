@@ -15,7 +15,7 @@ from seem_dagster.config import SeemConfig
 from seem_dagster.defs.jobs import build_memory
 from seem_dagster.defs.partitions import conversations
 from seem_dagster.ingest import InputError
-from seem_dagster.registry import register_file
+from seem_dagster.registry import EMPTY, register_file, to_build
 
 INPUT_SUFFIXES = (".json", ".jsonl")
 
@@ -45,6 +45,12 @@ def inbox_sensor(context: SensorEvaluationContext, seem: ResourceParam[SeemConfi
         except InputError as err:
             context.log.error(f"inbox file rejected, nothing registered: {err}")
             continue
+        for reg in registered:
+            for skipped in reg.skipped:
+                context.log.warning(f"{path.name}: skipped (ingest.allow_empty_turns): {skipped}")
+            if reg.status == EMPTY:
+                context.log.warning(f"{path.name}: conversation {reg.conversation_id} skipped: every turn is empty, nothing to build")
+        registered = to_build(registered)
         for reg in registered:
             if reg.conversation_id not in existing and reg.conversation_id not in new_keys:
                 new_keys.append(reg.conversation_id)

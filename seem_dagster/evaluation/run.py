@@ -132,11 +132,11 @@ def build_memories(run: EvalRun, resolved: Resolved) -> dict:
     """Build (or reuse) every conversation's memory; per-stage seconds per conversation."""
     from seem_dagster.defs.assemble import build_defs
     from seem_dagster.defs.runner import build_conversations
-    from seem_dagster.registry import register_file
+    from seem_dagster.registry import register_file, to_build
 
     config = resolved.config
     store = config.store.root
-    registered = register_file(store, run.data, run.benchmark, config.ingest, conversations=run.conversations)
+    registered = to_build(register_file(store, run.data, run.benchmark, config.ingest, conversations=run.conversations))
     builds: dict[str, dict] = {}
     todo = []
     for reg in registered:
