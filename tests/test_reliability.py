@@ -14,7 +14,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import polars as pl
@@ -31,8 +31,7 @@ from seem_dagster.llm.http import OpenAICompatibleEngine
 from seem_dagster.llm.prompts import passage
 from seem_dagster.registry import register_file
 from seem_dagster.store import snapshot
-
-SECRET = "sk-test-SECRET123"
+from tests.echoing_server import SECRET, EchoingServer
 
 
 def run_build(path, store, *extra):
@@ -46,30 +45,6 @@ def one_line_error(capsys) -> str:
 
 
 # ---- item 2: a server's error body cannot carry the API key into storage or output -----------------
-
-class EchoingServer(BaseHTTPRequestHandler):
-    """TEST DOUBLE: an OpenAI-compatible endpoint that quotes the caller's credentials back, as real
-    servers' error bodies do ("Incorrect API key provided: sk-...")."""
-
-    mode = "401"
-
-    def do_POST(self):  # noqa: N802
-        self.rfile.read(int(self.headers["Content-Length"]))
-        key = self.headers.get("Authorization", "").removeprefix("Bearer ")
-        if type(self).mode == "200":  # a reply that repeats the header it got, as JSON the schema refuses
-            status, body = 200, {"choices": [{"message": {"content": f"Authorization: Bearer {key} ... {key}"}}], "usage": {}}
-        else:
-            status = int(type(self).mode)
-            body = {"error": {"message": f"Incorrect API key provided: {key}. Header was 'Authorization: Bearer {key}'"}}
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
 
 @pytest.fixture
 def echoing_server():
@@ -231,6 +206,7 @@ WRITER = textwrap.dedent(
     import os, sys, time, polars as pl
     from upath import UPath
     from seem_dagster.store import snapshot
+from tests.echoing_server import SECRET, EchoingServer
     real_fsync = os.fsync
     def stop_here(fd):  # the temp file is written and not renamed yet: say so, then wait to be killed
         real_fsync(fd)

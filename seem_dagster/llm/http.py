@@ -26,7 +26,7 @@ AUTH_STATUS = {401, 403}
 MAX_BACKOFF_S = 30.0
 REDACTED = "[REDACTED]"
 # An Authorization header or a bearer token quoted in text: the value after it is a secret.
-_AUTH_VALUE = re.compile(r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?(?:bearer\s+|basic\s+|token\s+)?|bearer\s+)([^\s\"',;}\]]+)")
+_AUTH_VALUE = re.compile(r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token)\s+)?+|bearer\s+)(?!\[REDACTED\])([^\s\"',;}\]]+)")
 
 
 def redact(text: str | None, secrets: Sequence[str | None] = ()) -> str | None:

@@ -184,7 +184,9 @@ def publish(
             sources.clear_pending(root, conversation_id, only_if=published)
     result = Published(manifest, sorted(staged), sorted(carried), sorted(dropped),
                        manifest["previous"]["build_id"] if manifest["previous"] else None)
-    result.removed_builds, result.removed_files = collect_garbage(root, conversation_id, run_state)
+    # The builds the replaced manifest kept for its readers were complete: nobody writes them any more.
+    retired = _referenced({"tables": ((current or {}).get("previous") or {}).get("tables") or {}})[0]
+    result.removed_builds, result.removed_files = collect_garbage(root, conversation_id, run_state, retired)
     return result
 
 
@@ -256,9 +258,11 @@ def build_is_live(root, conversation_id: str, build_id: str, run_state: Callable
     return idle < STALE_BUILD_S
 
 
-def collect_garbage(root, conversation_id: str, run_state: Callable[[str], bool | None] | None = None) -> tuple[list[str], int]:
-    """Remove the conversation's builds that no reader or writer needs, the files of the layout before
-    manifests once nothing names them, and temp files of killed writers. Returns (builds removed, files removed)."""
+def collect_garbage(root, conversation_id: str, run_state: Callable[[str], bool | None] | None = None,
+                    retired: set[str] = frozenset()) -> tuple[list[str], int]:
+    """Remove the conversation's builds that no reader or writer needs (``retired``: builds once
+    published, finished whatever their writer does now), the files of the layout before manifests once
+    nothing names them, and temp files of killed writers. Returns (builds removed, files removed)."""
     manifest = read_manifest(root, conversation_id)
     keep, paths = _referenced(manifest)
     base = as_root(root) / BUILDS / file_stem(conversation_id)
@@ -268,7 +272,7 @@ def collect_garbage(root, conversation_id: str, run_state: Callable[[str], bool 
     except FileNotFoundError:
         candidates = []
     for build in candidates:
-        if build in keep or build_is_live(root, conversation_id, build, run_state):
+        if build in keep or (build not in retired and build_is_live(root, conversation_id, build, run_state)):
             continue
         remove_tree(base / build)
         removed.append(build)
