@@ -31,7 +31,7 @@ def _model(config: SeemConfig) -> dict:
     """The model settings that change what a reply says (not how it is fetched)."""
     llm = config.llm
     return {"backend": llm.backend, "model": llm.model, "response_format": llm.response_format,
-            "max_tokens": llm.max_tokens, "temperature": llm.temperature}
+            "max_tokens": llm.max_tokens, "temperature": llm.temperature, "reply_bounds": list(llm.reply_bounds)}
 
 
 def _extractor(config: SeemConfig) -> str:
