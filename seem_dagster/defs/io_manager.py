@@ -103,7 +103,7 @@ class ParquetSnapshotIOManager(IOManager):
         upstream = {a: r["fingerprint"] for a, s, r in self._loaded.get(step, []) if s == stem and "fingerprint" in r}
         path = snapshot.staged_path(self.base_path, partition, run_id, asset)
         record = snapshot.write_snapshot(path, obj, asset=asset, conversation_id=partition, build_id=run_id,
-                                         upstream=upstream, stage=self._stage(context, asset))
+                                         upstream=upstream, stage=self._stage(context, asset), durable=False)
         return record, path
 
     def _stage(self, context: OutputContext, asset: str) -> dict:

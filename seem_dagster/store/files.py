@@ -77,8 +77,11 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: UPath, write) -> None:
-    """``write(fh)`` writes the whole content to a binary file handle; the target appears whole or not at all."""
+def write_atomic(path: UPath, write, *, durable: bool = True) -> None:
+    """``write(fh)`` writes the whole content to a binary file handle; the target appears whole or not at all.
+
+    ``durable=False`` skips the fsyncs (the rename stays atomic for readers): for a build's own tables,
+    which nobody reads before the publish, and the publish makes them durable (``sync``) first."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if not is_local(path):
         with path.open("wb") as fh:  # one PUT
@@ -89,17 +92,34 @@ def write_atomic(path: UPath, write) -> None:
     try:
         with open(temp, "wb") as fh:
             write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(temp, target)
-        fsync_dir(target.parent)
+        if durable:
+            fsync_dir(target.parent)
     finally:
         temp.unlink(missing_ok=True)
     remove_stale_temps(target)
 
 
-def write_bytes_atomic(path: UPath, data: bytes) -> None:
-    write_atomic(path, lambda fh: fh.write(data))
+def write_bytes_atomic(path: UPath, data: bytes, *, durable: bool = True) -> None:
+    write_atomic(path, lambda fh: fh.write(data), durable=durable)
+
+
+def sync(paths: list[UPath]) -> None:
+    """Make files written with ``durable=False`` durable, and their folders (local; an object store's PUT is)."""
+    folders = set()
+    for path in paths:
+        if is_local(path):
+            fd = os.open(path.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            folders.add(Path(path.path).parent)
+    for folder in folders:
+        fsync_dir(folder)
 
 
 def remove_tree(path: UPath) -> None:

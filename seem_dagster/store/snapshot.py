@@ -78,13 +78,13 @@ def table_path(root: str | os.PathLike | UPath, asset: str, conversation_id: str
     return legacy_path(root, asset, conversation_id)
 
 
-def write_table(path: UPath, frame: pl.DataFrame, footer: dict) -> None:
+def write_table(path: UPath, frame: pl.DataFrame, footer: dict, *, durable: bool = True) -> None:
     """Write ``frame`` so that a reader sees the old file or the new one, never a partial one."""
     table = frame.to_arrow()
     meta = dict(table.schema.metadata or {})
     meta[FOOTER_KEY] = json.dumps(footer, sort_keys=True, default=str).encode()
     table = table.replace_schema_metadata(meta)
-    write_atomic(path, lambda fh: pq.write_table(table, fh, compression="zstd"))
+    write_atomic(path, lambda fh: pq.write_table(table, fh, compression="zstd"), durable=durable)
 
 
 def read_footer(path: UPath) -> dict:
@@ -120,9 +120,10 @@ def content_fingerprint(table: pa.Table) -> str:
 
 def write_snapshot(
     path: UPath, frame: pl.DataFrame, *, asset: str, conversation_id: str | None, build_id: str | None,
-    upstream: dict[str, str], stage: dict,
+    upstream: dict[str, str], stage: dict, durable: bool = True,
 ) -> dict:
-    """Write one snapshot with its build record; returns the footer written."""
+    """Write one snapshot with its build record; returns the footer written. ``durable=False``: a
+    build's own table, made durable when the build is published."""
     record = {
         "asset": asset,
         "conversation_id": conversation_id,
@@ -132,7 +133,7 @@ def write_snapshot(
         "stage": stage,
         "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
-    write_table(path, frame, record)
+    write_table(path, frame, record, durable=durable)
     return record
 
 

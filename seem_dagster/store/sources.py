@@ -128,4 +128,6 @@ def clear_pending(root, conversation_id: str, only_if: Source | None = None) -> 
 
 def write_published(root, source: Source) -> None:
     """The registry file of the published memory (called by the publish, after the manifest)."""
-    _write(source_path(root, source.conversation_id), source)
+    path = source_path(root, source.conversation_id)
+    if _read(path) != source:
+        _write(path, source)
