@@ -206,7 +206,6 @@ WRITER = textwrap.dedent(
     import os, sys, time, polars as pl
     from upath import UPath
     from seem_dagster.store import snapshot
-from tests.echoing_server import SECRET, EchoingServer
     real_fsync = os.fsync
     def stop_here(fd):  # the temp file is written and not renamed yet: say so, then wait to be killed
         real_fsync(fd)
