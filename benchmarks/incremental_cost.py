@@ -78,6 +78,12 @@ def dagster_run(store: Path, path: Path, home: Path) -> float:
     from seem_dagster.registry import register_file
 
     (reg,) = register_file(store, str(path), "jsonl")
+    from dagster import DagsterInstance
+    from dagster._core.instance.ref import InstanceRef
+
+    with DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:  # as the sensor adds it
+        if reg.conversation_id not in instance.get_dynamic_partitions("conversations"):
+            instance.add_dynamic_partitions("conversations", [reg.conversation_id])
     env = {**os.environ, "DAGSTER_HOME": str(home), "SEEM_STORE": str(store)}
     started = time.perf_counter()
     out = subprocess.run([str(Path(sys.executable).parent / "dagster"), "job", "execute", "-m", "seem_dagster.definitions", "-j",

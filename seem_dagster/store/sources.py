@@ -89,15 +89,7 @@ def source_to_build(root, conversation_id: str) -> Source:
     """What the next build of the conversation reads: the registration waiting to be published, else
     the published source."""
     pending = _read(pending_path(root, conversation_id))
-    if pending is not None:
-        return pending
-    source = published_source(root, conversation_id)
-    if source is None:
-        raise FileNotFoundError(
-            f"conversation {conversation_id!r} has no registered input under {as_root(root)}; "
-            "add it with `seem build --input ...` or drop its file into the inbox"
-        )
-    return source
+    return pending if pending is not None else read_source(root, conversation_id)
 
 
 def register(root, source: Source) -> tuple[str, bool]:
