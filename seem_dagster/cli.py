@@ -9,6 +9,7 @@ settings (``--backend`` is ``--set llm.backend=...``), so a flag's default is th
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import typing
 from dataclasses import dataclass
@@ -97,7 +98,7 @@ BUILD_FLAGS = (STORE, *INGEST_FLAGS, *LLM_FLAGS)
 def cmd_build(args: argparse.Namespace) -> int:
     from seem_dagster.config import ConfigError
     from seem_dagster.ingest import InputError
-    from seem_dagster.registry import register_file
+    from seem_dagster.registry import EMPTY, register_file, to_build
 
     try:
         resolved = _resolve(args, BUILD_FLAGS)
@@ -113,10 +114,18 @@ def cmd_build(args: argparse.Namespace) -> int:
     for reg in registered:
         for skipped in reg.skipped:
             print(f"seem: skipped (ingest.allow_empty_turns): {skipped}", file=sys.stderr)
+        if reg.status == EMPTY:
+            print(f"seem: skipped conversation {reg.conversation_id}: every turn is empty, nothing to build", file=sys.stderr)
+    registered = to_build(registered)
+    if not registered:
+        return _fail(f"{args.input}: no conversation with a non-empty turn to build", EXIT_INPUT)
     from seem_dagster.defs.assemble import build_defs
-    from seem_dagster.defs.runner import build_conversations
+    from seem_dagster.defs.runner import build_conversations, default_log_dir
+    from seem_dagster.registry import absolute
 
-    outcomes = build_conversations(build_defs(resolved), [r.conversation_id for r in registered], progress=not args.quiet)
+    source = {"seem/source": absolute(args.input)}
+    outcomes = build_conversations(build_defs(resolved), [r.conversation_id for r in registered], progress=not args.quiet,
+                                   log_dir=default_log_dir(store), tags={r.conversation_id: source for r in registered})
     failed = [o for o in outcomes if not o.success]
     for reg, outcome in zip(registered, outcomes):
         excluded = f"; {reg.excluded} turns by other speakers left out (ingest.only_speakers)" if reg.excluded else ""
@@ -127,52 +136,88 @@ def cmd_build(args: argparse.Namespace) -> int:
     print(f"store: {Path(store).resolve() if '://' not in store else store}")
     if failed:
         first = failed[0]
-        return _fail(f"{len(failed)} of {len(outcomes)} conversations failed; {first.conversation_id}: {first.error}", EXIT_RUN)
+        return _fail(f"{len(failed)} of {len(outcomes)} conversations failed; {first.conversation_id}: {first.error} "
+                     f"(nothing of it was published; the run's log: {first.log_path})", EXIT_RUN)
     return 0
 
 
+MAX_QUESTION_CHARS = 4000
 QUERY_FLAGS = (STORE, Shortcut("--k", "query.k", metavar="N"), Shortcut("--budget", "query.budget_tokens", metavar="TOKENS"),
                Shortcut("--property-lines", "properties.context_lines", metavar="N"), *LLM_FLAGS)
 
 
 def cmd_query(args: argparse.Namespace) -> int:
+    """Errors are one line on stderr; with --json also ``{"error": ..., "exit_code": ...}`` on stdout."""
+    import json
+
+    def fail(message: str, code: int) -> int:
+        if args.json:
+            print(json.dumps({"question": args.question, "conversation_id": args.conversation, "error": message, "exit_code": code}))
+        return _fail(message, code)
+
+    try:
+        return _query(args)
+    except QueryError as err:
+        return fail(err.message, err.code)
+
+
+@dataclass
+class QueryError(Exception):
+    message: str
+    code: int
+
+
+def _query(args: argparse.Namespace) -> int:
     import json
     from datetime import datetime
 
     from seem_dagster import backends
     from seem_dagster.config import ConfigError
+    from seem_dagster.llm.engine import EngineError
     from seem_dagster.retrieval.answer import ask, passages_json
     from seem_dagster.retrieval.as_of import parse_as_of
     from seem_dagster.retrieval.load import load_index
+    from seem_dagster.store.keys import InvalidConversationId, check_conversation_id
     from seem_dagster.store.snapshot import SnapshotError
 
     try:
+        check_conversation_id(args.conversation)
+    except InvalidConversationId as err:
+        raise QueryError(f"--conversation: {err}", EXIT_INPUT) from None
+    if not args.question.strip():
+        raise QueryError("the question is empty", EXIT_INPUT)
+    if len(args.question) > MAX_QUESTION_CHARS:
+        raise QueryError(f"the question is {len(args.question)} characters, over the limit of {MAX_QUESTION_CHARS}", EXIT_INPUT)
+    try:
         date = datetime.fromisoformat(args.date) if args.date else None
     except ValueError:
-        return _fail(f"--date {args.date!r} is not an ISO date", EXIT_INPUT)
+        raise QueryError(f"--date {args.date!r} is not an ISO date", EXIT_INPUT) from None
     try:
         as_of = parse_as_of(args.as_of) if args.as_of else None
     except ValueError:
-        return _fail(f"--as-of {args.as_of!r} is not an ISO date", EXIT_INPUT)
+        raise QueryError(f"--as-of {args.as_of!r} is not an ISO date", EXIT_INPUT) from None
     try:
         config = _resolve(args, QUERY_FLAGS).config
     except ConfigError as err:
-        return _fail(str(err), EXIT_INPUT)
+        raise QueryError(str(err), EXIT_INPUT) from None
     store = config.store.root
     try:
         index = load_index(store, args.conversation)
     except SnapshotError as err:
-        return _fail(str(err), EXIT_RUN)
+        raise QueryError(str(err), EXIT_RUN) from None
     session = None
     if config.llm.enabled:
         from seem_dagster.llm.session import LlmSession
 
         session = LlmSession(config.llm, store, args.conversation)
-    answered = ask(
-        index, args.question, date, backends.extractor(config.extraction.extractor), backends.embedder(config.extraction.embedder),
-        config.retrieval, budget_tokens=config.query.budget_tokens, llm=session, as_of=as_of,
-        property_lines=config.properties.context_lines,
-    )
+    try:
+        answered = ask(
+            index, args.question, date, backends.extractor(config.extraction.extractor), backends.embedder(config.extraction.embedder),
+            config.retrieval, budget_tokens=config.query.budget_tokens, llm=session, as_of=as_of,
+            property_lines=config.properties.context_lines,
+        )
+    except EngineError as err:
+        raise QueryError(f"language model ({config.llm.backend} at {config.llm.base_url or config.llm.model}): {err}", EXIT_RUN) from None
     answer = answered.answer or {}
     llm_calls = None
     if session is not None:
@@ -446,11 +491,19 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from seem_dagster import interrupts
+
     args = parser().parse_args(argv)
+    interrupts.install()  # SIGINT and SIGTERM stop the command promptly, never half-way through a publish
     try:
         return args.func(args)
+    except interrupts.Interrupted as err:
+        return _fail(f"{err}; stopped", err.exit_code)
     except KeyboardInterrupt:
-        return _fail("interrupted", 130)
+        return _fail("interrupted; stopped", 130)
+    except BrokenPipeError:  # the reader of our output went away (`| head`): nothing more to say
+        sys.stdout = open(os.devnull, "w")
+        return 141
 
 
 if __name__ == "__main__":

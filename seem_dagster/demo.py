@@ -98,12 +98,12 @@ def _show_properties(resolved: Resolved, conversation_id: str, out: TextIO) -> N
     extractor, embedder = backends.extractor(config.extraction.extractor), backends.embedder(config.extraction.embedder)
     rows = {r[Passages.passage_id]: r for r in index.passages.iter_rows(named=True)}
     for as_of in (parse_as_of(day), None):
-        answered = ask(index, question, None, extractor, embedder, config.retrieval, budget_words=config.query.budget_words,
+        answered = ask(index, question, None, extractor, embedder, config.retrieval, budget_tokens=config.query.budget_tokens,
                        as_of=as_of, property_lines=config.properties.context_lines)
         flag = f" --as-of {day}" if as_of else ""
         print(f"\nseem query --conversation {conversation_id}{flag} \"{question}\"  (asked {answered.date:%Y-%m-%d})", file=out)
         top = rows[answered.result.ranked[0].passage_id]
         print(f"   top turn: [{top[Passages.source_ref]}] {top[Passages.timestamp]:%Y-%m-%d} {top[Passages.speaker]}: {top[Passages.text][:90]}",
               file=out)
-        histories = [line for line in answered.context.splitlines() if line.startswith("- Tomas lives_in")]
+        histories = [line for line in answered.context.text.splitlines() if line.startswith("- Tomas lives_in")]
         print(f"   in the context: {histories[0][2:] if histories else '(no property history)'}", file=out)

@@ -104,6 +104,6 @@ def test_asset_graph_shows_every_asset(webserver):
                 missing[group] = left
     finally:
         driver.quit()
-    assert set(groups) == {"ingest", "episodic", "graph", "query"}
+    assert set(groups) == {"ingest", "episodic", "graph", "query", "memory"}
     assert not missing, f"not drawn on their group's lineage page: {missing}"
     assert all((ARTIFACTS / f"asset_group_{g}.png").stat().st_size > 10_000 for g in groups)

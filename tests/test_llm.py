@@ -322,7 +322,7 @@ class SchemaScriptedServer(BaseHTTPRequestHandler):
         name = body["response_format"]["json_schema"]["name"]
         data = data_of(body["messages"])
         reply = {
-            "passage_v2": lambda: {"summary": data["turn"], "events": [], "facts": [], "properties": []},
+            "passage_v3": lambda: {"summary": data["turn"], "events": [], "facts": [], "properties": []},
             "query_facts_v1": lambda: {"facts": []},
             "fusion_judge_v1": lambda: {"same_event": False, "reason": "rule"},
             "fusion_merge_v1": lambda: {"summary": "merged", "events": []},
@@ -361,7 +361,11 @@ def test_seem_eval_with_a_model_builds_answers_and_judges_then_reuses_everything
         assert qa["seem"]["accuracy_judge"] == pytest.approx(1 / 12) and qa["seem"]["f1"] >= 1 / 12
         assert qa["seem"]["answer_prompt_tokens_per_question"] == 100
         assert results["config"]["llm"]["model"] == "scripted" and results["config"]["llm"]["api_key_set"] is False
-        frames = pl.read_parquet(next((out / "store" / "event_frames").glob("*.parquet")))
+        from seem_dagster.store.snapshot import read_snapshot
+
+        store = str(out / "store")
+        cid = "sample-1"
+        frames = read_snapshot(store, cid, ["event_frames"])["event_frames"]
         assert frames["extractor"].str.starts_with("llm:openai:scripted").all()
         assert "accuracy (LLM judge)" in (out / "results.md").read_text()
         first_calls = SchemaScriptedServer.calls
@@ -376,8 +380,6 @@ def test_seem_eval_with_a_model_builds_answers_and_judges_then_reuses_everything
         from seem_dagster.defs.assemble import build_defs
         from seem_dagster.defs.runner import build_conversations
 
-        store = str(out / "store")
-        cid = pl.read_parquet(next((out / "store" / "passages").glob("*.parquet")))["conversation_id"][0]
         defs = build_defs(tree(store, {"llm.backend": "openai", "llm.base_url": url, "llm.model": "scripted"}))
         instance = DagsterInstance.ephemeral()
         (outcome,) = build_conversations(defs, [cid], instance=instance, job_name="query_memory")

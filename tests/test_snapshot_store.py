@@ -12,7 +12,7 @@ from dagster import AssetIn, DagsterInstance, DynamicPartitionsDefinition, asset
 from upath import UPath
 
 from seem_dagster.defs.io_manager import ParquetSnapshotIOManager
-from seem_dagster.store import snapshot
+from seem_dagster.store import builds, snapshot
 from seem_dagster.store.keys import InvalidConversationId, file_stem
 
 HOSTILE_IDS = ["..", "../escape", "../../etc/passwd", "/etc/passwd", "a/b", "a\\b", ".hidden", "x" * 200, "café ☕", "a..b"]
@@ -101,7 +101,7 @@ WRITER = textwrap.dedent(
     """
     import sys, polars as pl
     from upath import UPath
-    from seem_dagster.store import snapshot
+    from seem_dagster.store import builds, snapshot
     path = UPath(sys.argv[1])
     frame = pl.DataFrame({"v": ["new-" + str(i) * 40 for i in range(400_000)]})
     while True:
@@ -164,7 +164,11 @@ def test_io_manager_writes_and_loads_partitions_through_dagster(tmp_path):
     assert result.success
     written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.parquet"))
     stem = file_stem("../x")
-    assert written == [f"downstream/{stem}.parquet", f"passages/{stem}.parquet"]
+    # The run's build, apart from any published memory, until it is published as a whole.
+    assert written == [f"_builds/{stem}/{result.run_id}/downstream.parquet", f"_builds/{stem}/{result.run_id}/passages.parquet"]
+    with pytest.raises(snapshot.SnapshotError, match="no snapshot of passages"):
+        snapshot.read_snapshot(tmp_path, "../x", ["passages", "downstream"])
+    builds.publish(tmp_path, "../x", [result.run_id], ["passages", "downstream"])
     tables = snapshot.read_snapshot(tmp_path, "../x", ["passages", "downstream"])
     assert tables["downstream"]["n"].to_list() == [2, 2]
     passages_record = snapshot.read_footer(snapshot.table_path(tmp_path, "passages", "../x"))

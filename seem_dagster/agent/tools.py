@@ -212,7 +212,7 @@ class MemoryTools:
         index = self.index(conversation_id)
         answered = ask(index, question, when, backends.extractor(self.config.extraction.extractor),
                        backends.embedder(self.config.extraction.embedder), self.config.retrieval,
-                       budget_words=self.config.query.budget_words)
+                       budget_tokens=self.config.query.budget_tokens)
         passages = passages_json(index, answered, k)
         histories = history_lines(index.properties, [p["passage_id"] for p in passages], answered.date,
                                   limit=self.config.properties.context_lines, passages=index.passages) if index.properties is not None else []

@@ -154,6 +154,11 @@ class LlmConfig(Section):
     max_retries: int = Field(4, ge=0, description="retries on 429, 5xx, timeouts and connection errors")
     backoff_s: float = Field(1.0, ge=0, description="first retry's wait; doubles each retry")
     max_tokens: int = Field(768, ge=1, description="cap on every reply's tokens (each prompt has its own lower cap)")
+    # Bounds of an extraction reply: a server decoding by the schema (llama.cpp, vLLM) then always
+    # closes the JSON; a small model would otherwise repeat itself up to max_tokens.
+    max_events: int = Field(6, ge=0, description="events one turn's extraction may hold at most (part of the reply schema)")
+    max_facts: int = Field(10, ge=0, description="facts one turn's extraction may hold at most (part of the reply schema)")
+    max_field_chars: int = Field(200, ge=8, description="characters of any text in an extraction reply at most (part of the reply schema)")
     temperature: float = Field(0.0, ge=0, description="sampling temperature (0: the cache gives what a new call would)")
     tensor_parallel_size: int = Field(1, ge=1, description="vLLM offline batch: GPUs per model")
     max_model_len: int = Field(8192, ge=256, description="vLLM offline batch: context length")
@@ -177,7 +182,13 @@ class LlmConfig(Section):
     def describe(self) -> dict:
         """What may be shown (metadata, logs): everything but the key, which is only named."""
         return {"backend": self.backend, "model": self.model, "base_url": self.base_url, "response_format": self.response_format,
-                "api_key_env": self.api_key_env, "api_key_set": self.api_key() is not None, "max_tokens": self.max_tokens}
+                "api_key_env": self.api_key_env, "api_key_set": self.api_key() is not None, "max_tokens": self.max_tokens,
+                "reply_bounds": self.reply_bounds}
+
+    @property
+    def reply_bounds(self) -> tuple[int, int, int]:
+        """(events, facts, characters of a text) an extraction reply may hold at most."""
+        return self.max_events, self.max_facts, self.max_field_chars
 
 
 class PropertiesConfig(Section):

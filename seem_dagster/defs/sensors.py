@@ -15,7 +15,7 @@ from seem_dagster.config import SeemConfig
 from seem_dagster.defs.jobs import build_memory
 from seem_dagster.defs.partitions import conversations
 from seem_dagster.ingest import InputError
-from seem_dagster.registry import register_file
+from seem_dagster.registry import EMPTY, register_file, to_build
 
 INPUT_SUFFIXES = (".json", ".jsonl")
 
@@ -46,9 +46,16 @@ def inbox_sensor(context: SensorEvaluationContext, seem: ResourceParam[SeemConfi
             context.log.error(f"inbox file rejected, nothing registered: {err}")
             continue
         for reg in registered:
+            for skipped in reg.skipped:
+                context.log.warning(f"{path.name}: skipped (ingest.allow_empty_turns): {skipped}")
+            if reg.status == EMPTY:
+                context.log.warning(f"{path.name}: conversation {reg.conversation_id} skipped: every turn is empty, nothing to build")
+        registered = to_build(registered)
+        for reg in registered:
             if reg.conversation_id not in existing and reg.conversation_id not in new_keys:
                 new_keys.append(reg.conversation_id)
-            if reg.status != "unchanged" or reg.conversation_id not in existing:
+            # (A registration already waiting had its run requested when it was first seen.)
+            if (reg.status != "unchanged" and not reg.waiting) or reg.conversation_id not in existing:
                 runs.append(
                     RunRequest(
                         partition_key=reg.conversation_id,

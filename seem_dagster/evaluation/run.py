@@ -35,10 +35,10 @@ from seem_dagster.evaluation.scoring import (
 )
 from seem_dagster.ingest.longmemeval import session_of
 from seem_dagster.llm.session import LlmSession
-from seem_dagster.pipeline.stages import stage_config
+from seem_dagster.pipeline.stages import MEMORY_TABLES, stage_config
 from seem_dagster.retrieval.context import build_context
 from seem_dagster.retrieval.lexical import Bm25
-from seem_dagster.retrieval.load import TABLES, load_index
+from seem_dagster.retrieval.load import load_index
 from seem_dagster.retrieval.query import encode_query
 from seem_dagster.schemas import Passages, Questions
 from seem_dagster.store.snapshot import SnapshotError, check_consistent, read_footers, read_table, table_path
@@ -49,8 +49,6 @@ TRACE_QUERIES = 20  # queries per method traced for memory (tracemalloc slows th
 DENSE_BUILD_SAMPLE = 500  # passages embedded uncached to time the dense baseline's build
 # The build job's op steps; every other step is a blocking asset check.
 ASSET_STEPS = ("ingest_conversation", "extract_frames", "episodes", "build_graph", "retrieval_index")
-# Every table a memory has, so the reuse check sees each stage's record.
-MEMORY_TABLES = (*TABLES, "questions", "event_frames", "llm_calls")
 PACKAGES = ("seem-dagster", "dagster", "polars", "igraph", "spacy", "torch", "sentence-transformers", "bm25s")
 
 
@@ -132,11 +130,11 @@ def build_memories(run: EvalRun, resolved: Resolved) -> dict:
     """Build (or reuse) every conversation's memory; per-stage seconds per conversation."""
     from seem_dagster.defs.assemble import build_defs
     from seem_dagster.defs.runner import build_conversations
-    from seem_dagster.registry import register_file
+    from seem_dagster.registry import register_file, to_build
 
     config = resolved.config
     store = config.store.root
-    registered = register_file(store, run.data, run.benchmark, config.ingest, conversations=run.conversations)
+    registered = to_build(register_file(store, run.data, run.benchmark, config.ingest, conversations=run.conversations))
     builds: dict[str, dict] = {}
     todo = []
     for reg in registered:

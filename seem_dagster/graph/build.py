@@ -6,12 +6,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import igraph as ig
 import polars as pl
 
 from seem_dagster.graph.entities import entity_id, normalise
 from seem_dagster.schemas import Facts, GraphEdges, Passages, table
+
+if TYPE_CHECKING:
+    import igraph as ig
 
 FACT, MENTION, SYNONYM = "fact", "mention", "synonym"
 
@@ -34,13 +37,15 @@ def graph_edges(facts: pl.DataFrame, synonyms: Sequence[tuple[str, str, float]])
 
 @dataclass
 class MemoryGraph:
-    graph: ig.Graph
+    graph: ig.Graph  # (igraph is imported when a graph is first built: a build never needs it)
     index: dict[str, int]  # node id -> vertex index
     passage_ids: list[str]  # vertices 0..len-1, in this order
 
 
 def to_igraph(passages: pl.DataFrame, entity_ids: Sequence[str], edges: pl.DataFrame) -> MemoryGraph:
     """Vertices: every passage (so the dense share reaches turns without facts), then every entity."""
+    import igraph as ig
+
     passage_ids = passages[Passages.passage_id].to_list()
     names = passage_ids + list(entity_ids)
     index = {n: i for i, n in enumerate(names)}

@@ -94,6 +94,12 @@ class ConversationBuilder:
             }
         )
 
+    def require_turns(self, at, field: str) -> None:
+        """A conversation with no turn is bad input (it would be a memory of nothing); one whose every
+        turn was empty and skipped (ingest.allow_empty_turns) is kept, empty, for load_input to report."""
+        if not self.rows and not self.skipped:
+            raise at.fail(field, "no turns: a conversation needs at least one")
+
     def build(self) -> Conversation:
         passages = table(Passages, self.rows).sort(Passages.session_index, Passages.turn_index)
         return Conversation(

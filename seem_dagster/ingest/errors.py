@@ -29,7 +29,7 @@ class Located:
 
     def require(self, obj: object, field: str, kind: type | tuple[type, ...], *, optional: bool = False):
         if not isinstance(obj, dict):
-            raise self.fail(None, f"expected a JSON object, got {_json_type(obj)}")
+            raise self.fail(None, f"expected a JSON object, got {json_type(obj)}")
         if field not in obj or obj[field] is None:
             if optional:
                 return None
@@ -39,7 +39,7 @@ class Located:
         if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
             raise self.fail(field, f"expected {_kind_name(kind)}, got boolean")
         if not isinstance(value, kind):
-            raise self.fail(field, f"expected {_kind_name(kind)}, got {_json_type(value)}")
+            raise self.fail(field, f"expected {_kind_name(kind)}, got {json_type(value)}")
         return value
 
     def text(self, obj: object, field: str, *, max_chars: int | None = None, optional: bool = False) -> str | None:
@@ -61,7 +61,7 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 _NAMES = {str: "string", int: "integer", float: "number", list: "array", dict: "object", bool: "boolean"}
 
 
-def _json_type(value: object) -> str:
+def json_type(value: object) -> str:
     if value is None:
         return "null"
     for k, name in _NAMES.items():

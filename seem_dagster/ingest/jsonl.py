@@ -79,6 +79,7 @@ def read(text: str, file: str, options: IngestConfig) -> list[Conversation]:
             if err.problem != "empty text" or not options.allow_empty_turns:
                 raise
             skipped.setdefault(cid, []).append(f"{at.record}: empty text")
+            grouped.setdefault(cid, {})  # a conversation whose every turn is empty is still reported
             continue
         if msg_id is not None:
             msg_id = str(msg_id)
@@ -86,27 +87,35 @@ def read(text: str, file: str, options: IngestConfig) -> list[Conversation]:
                 raise at.fail("id", f"duplicate id {msg_id!r} (also line {ids_seen[(cid, msg_id)]})")
             ids_seen[(cid, msg_id)] = line_no
         grouped.setdefault(cid, {}).setdefault(session_id, []).append((line_no, speaker, body, timestamp, msg_id))
-    if not grouped:
-        raise InputError(file, None, None, "no messages found")
+    if not any(grouped.values()):
+        raise InputError(file, None, None, "no messages found" + (" (every message is empty)" if grouped else ""))
 
     conversations = []
     for cid, sessions in grouped.items():
         builder = ConversationBuilder(cid, file, FORMAT)
         builder.skipped.extend(skipped.get(cid, []))
         order = sorted(sessions, key=lambda s: (min(t[3] for t in sessions[s]), sessions[s][0][0]))
-        refs: dict[str, int] = {}
+        refs: dict[str, tuple[int, bool]] = {}  # source ref -> (line, whether its `id` gave it)
         for session_index, session_id in enumerate(order):
             for turn_index, (line_no, speaker, body, timestamp, msg_id) in enumerate(sessions[session_id]):
                 ref = msg_id if msg_id is not None else f"{session_id}:{turn_index}"
                 if ref in refs:
-                    raise InputError(file, f"line {line_no}", "id", f"source ref {ref!r} also produced by line {refs[ref]}")
-                refs[ref] = line_no
+                    raise _ref_clash(file, ref, (line_no, msg_id is not None), refs[ref])
+                refs[ref] = (line_no, msg_id is not None)
                 builder.add_turn(
                     session_id=session_id, session_index=session_index, turn_index=turn_index,
                     speaker=speaker, text=body, timestamp=timestamp, source_ref=ref,
                 )
         conversations.append(builder.build())
     return conversations
+
+
+def _ref_clash(file: str, ref: str, this: tuple[int, bool], other: tuple[int, bool]) -> InputError:
+    """Explicit ids are unique (checked on reading), and generated refs ("<session>:<turn>") are too, so
+    a clash is always an `id` equal to another line's generated ref: name the line that has the `id`."""
+    (id_line, _), (generated_line, _) = (this, other) if this[1] else (other, this)
+    return InputError(file, f"line {id_line}", "id", f"{ref!r} is also the source ref generated for line {generated_line} "
+                      f"(its session_id and turn number; that line has no id): choose another id, or give line {generated_line} one")
 
 
 def read_questions(text: str, file: str, conversations: list[Conversation]) -> None:

@@ -22,6 +22,17 @@ _PARSED: OrderedDict[tuple, list[Conversation]] = OrderedDict()
 _PARSED_MAX = 2
 
 
+def read_bytes(path: str | Path | UPath) -> bytes:
+    try:
+        return UPath(path).read_bytes()
+    except FileNotFoundError:
+        raise InputError(str(path), None, None, "file not found") from None
+    except IsADirectoryError:
+        raise InputError(str(path), None, None, "is a directory, expected a file") from None
+    except PermissionError:
+        raise InputError(str(path), None, None, "permission denied") from None
+
+
 def decode(raw: bytes, file: str) -> str:
     try:
         return raw.decode("utf-8")
@@ -67,17 +78,17 @@ def load_input(
     *,
     questions: str | Path | UPath | None = None,
     conversations: list[str] | None = None,
+    emptied: list[Conversation] | None = None,
 ) -> list[Conversation]:
-    """Parse and validate a whole input file. Raises InputError; never writes anything."""
+    """Parse and validate a whole input file. Raises InputError; never writes anything.
+
+    A conversation whose every turn was empty and skipped (``ingest.allow_empty_turns``) has nothing
+    to build: it goes to ``emptied`` (its ``skipped`` says why) when the caller passes a list to report
+    it in, and is an InputError otherwise; never silently dropped.
+    """
     options = options or IngestConfig()
-    upath = UPath(path)
     file = str(path)
-    try:
-        raw = upath.read_bytes()
-    except FileNotFoundError:
-        raise InputError(file, None, None, "file not found") from None
-    except IsADirectoryError:
-        raise InputError(file, None, None, "is a directory, expected a file") from None
+    raw = read_bytes(path)
     text = decode(raw, file)
     fmt = fmt or detect_format(path, text)
     key = (hashlib.blake2b(raw, digest_size=16).hexdigest(), file, fmt, options)
@@ -90,13 +101,19 @@ def load_input(
         if fmt != "jsonl":
             raise InputError(str(questions), None, None, f"--questions is for jsonl input; {fmt} files carry their own")
         qfile = str(questions)
-        jsonl.read_questions(decode(UPath(questions).read_bytes(), qfile), qfile, parsed)
+        jsonl.read_questions(decode(read_bytes(questions), qfile), qfile, parsed)
     if conversations:
         known = {c.conversation_id for c in parsed}
         missing = [c for c in conversations if c not in known]
         if missing:
             raise InputError(file, None, None, f"no conversation {missing[0]!r} in this file (it has {len(known)})")
         parsed = [c for c in parsed if c.conversation_id in set(conversations)]
+    for conv in [c for c in parsed if c.passages.is_empty()]:
+        if emptied is None or conversations:
+            raise InputError(file, conv.conversation_id, None,
+                             f"every turn is empty ({'; '.join(conv.skipped[:3])}{'; ...' if len(conv.skipped) > 3 else ''}): nothing to build")
+        emptied.append(conv)
+        parsed.remove(conv)
     if options.only_speakers:
         for conv in parsed:
             conv.keep_speakers(options.only_speakers)

@@ -7,7 +7,7 @@ import re
 from seem_dagster.config import IngestConfig
 from seem_dagster.ingest import dates
 from seem_dagster.ingest.conversation import Conversation, ConversationBuilder
-from seem_dagster.ingest.errors import InputError, Located
+from seem_dagster.ingest.errors import InputError, Located, json_type
 from seem_dagster.store.keys import InvalidConversationId, check_conversation_id
 
 FORMAT = "locomo"
@@ -77,12 +77,18 @@ def _read_sample(sample: dict, sample_id: str, at: Located, options: IngestConfi
                 session_id=key, session_index=session_index, turn_index=turn_index, speaker=speaker,
                 text=text, timestamp=timestamp, source_ref=dia_id,
             )
+    builder.require_turns(at, "conversation")
     for q_index, qa in enumerate(at.require(sample, "qa", list, optional=True) or []):
         where = Located(at.file, f"{at.record}, qa {q_index}")
         question = where.text(qa, "question")
         answer = qa.get("answer", qa.get("adversarial_answer")) if isinstance(qa, dict) else None
         category = where.require(qa, "category", (int, str), optional=True)
         evidence = where.require(qa, "evidence", list, optional=True) or []
+        for e_index, ref in enumerate(evidence):
+            # The public files hold a few broken ids ("D8:6; D9:17", "D:11:26", "D"), which evaluation
+            # repairs or drops; anything that is not a dialogue id string at all names no turn.
+            if not isinstance(ref, str) or not ref.strip().startswith("D"):
+                raise where.fail("evidence", f"item {e_index} is {json_type(ref)} {ref!r}, not a dialogue id like 'D1:3'")
         builder.add_question(
             question_id=f"{sample_id}:q{q_index}",
             question=question,

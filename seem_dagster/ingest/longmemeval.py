@@ -96,6 +96,7 @@ def _read_item(item: dict, qid: str, at: Located, options: IngestConfig) -> Conv
                 session_id=f"session_{s_index}", session_index=s_index, turn_index=t_index,
                 speaker=role, text=text, timestamp=timestamp, source_ref=source_ref,
             )
+    builder.require_turns(at, "haystack_sessions")
     question = at.text(item, "question")
     qdate = at.require(item, "question_date", str, optional=True)
     answer = item.get("answer")

@@ -75,8 +75,9 @@ class LlmExtraction:
     fallback_ids: set[str]
 
 
-def extract_passages(client: LlmClient, inputs: Sequence[PassageInput], fallback: Extractor) -> LlmExtraction:
-    run = client.run(passage.PROMPT, [(inp.passage_id, passage_payload(inp)) for inp in inputs])
+def extract_passages(client: LlmClient, inputs: Sequence[PassageInput], fallback: Extractor, prompt=passage.PROMPT) -> LlmExtraction:
+    """``prompt``: the passage prompt with the reply bounds of the settings (``passage.prompt``)."""
+    run = client.run(prompt, [(inp.passage_id, passage_payload(inp)) for inp in inputs])
     failed = [inp for inp, out in zip(inputs, run.outputs) if out is None]
     rescued = {r.passage_id: r for r in fallback.extract(failed)} if failed else {}
     results = [

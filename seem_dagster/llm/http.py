@@ -2,13 +2,18 @@
 
 Async with bounded concurrency; timeouts; retries with exponential back-off on 429 and 5xx
 (honouring Retry-After) and on connection errors. The API key goes into the Authorization header
-only: errors quote the status and the start of the response body, never the request headers.
+only. A server may echo it back (an error body quoting the key it refused, a reply repeating the
+header): every error and reply text is redacted (``redact``) before it leaves this module, so it
+cannot reach the llm_calls table, the cache, a log line or Dagster's event log. A 401 or 403 stops
+the run (``EngineError``): every other call would be refused too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
+import re
 from collections.abc import Sequence
 
 import httpx
@@ -17,7 +22,21 @@ from seem_dagster.config import LlmConfig
 from seem_dagster.llm.engine import ChatReply, ChatRequest, EngineError
 
 RETRY_STATUS = {429, 500, 502, 503, 504}
+AUTH_STATUS = {401, 403}
 MAX_BACKOFF_S = 30.0
+REDACTED = "[REDACTED]"
+# An Authorization header or a bearer token quoted in text: the value after it is a secret.
+_AUTH_VALUE = re.compile(r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token)\s+)?+|bearer\s+)(?!\[REDACTED\])([^\s\"',;}\]]+)")
+
+
+def redact(text: str | None, secrets: Sequence[str | None] = ()) -> str | None:
+    """``text`` without the secrets it contains nor any Authorization header value."""
+    if not text:
+        return text
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, REDACTED)
+    return _AUTH_VALUE.sub(lambda m: m.group(1) + REDACTED, text)
 
 
 def response_format(mode: str, request: ChatRequest) -> dict:
@@ -48,6 +67,10 @@ class OpenAICompatibleEngine:
         else:  # called from a running loop (a notebook): run ours in a worker thread
             with concurrent.futures.ThreadPoolExecutor(1) as pool:
                 replies = pool.submit(asyncio.run, self._all(requests)).result()
+        refused = [r for r in replies if r.error and r.error.startswith(tuple(f"HTTP {s}" for s in AUTH_STATUS))]
+        if refused:
+            raise EngineError(f"{self.url} refused the credentials ({refused[0].error}); check the key in "
+                              f"${self.settings.api_key_env} (set: {'yes' if self.settings.api_key() else 'no'})")
         if all(r.text is None for r in replies) and all((r.error or "").startswith("connection") for r in replies):
             raise EngineError(f"no reply from {self.url}: {replies[0].error}")
         return replies
@@ -59,6 +82,11 @@ class OpenAICompatibleEngine:
             return list(await asyncio.gather(*(self._one(client, limit, r) for r in requests)))
 
     async def _one(self, client: httpx.AsyncClient, limit: asyncio.Semaphore, request: ChatRequest) -> ChatReply:
+        reply = await self._attempts(client, limit, request)
+        secrets = (self.settings.api_key(),)
+        return dataclasses.replace(reply, text=redact(reply.text, secrets), error=redact(reply.error, secrets))
+
+    async def _attempts(self, client: httpx.AsyncClient, limit: asyncio.Semaphore, request: ChatRequest) -> ChatReply:
         body = {
             "model": self.model,
             "messages": list(request.messages),
@@ -102,7 +130,8 @@ async def post_with_retries(client: httpx.AsyncClient, limit: asyncio.Semaphore,
         if response is not None:
             if response.status_code == 200:
                 return response, None, attempts
-            error = f"HTTP {response.status_code}: {response.text[:300]}"
+            # A server may echo the key in its error body: it never leaves here unredacted.
+            error = redact(f"HTTP {response.status_code}: {response.text[:300]}", [settings.api_key()])
             if response.status_code not in RETRY_STATUS:
                 return None, error, attempts
             retry_after = response.headers.get("retry-after")

@@ -60,9 +60,11 @@ def build_episodes(cache: ConversationCache, frames: pl.DataFrame, passages: pl.
         # Saved episodes are keyed by the settings that made them, so they are only ever continued
         # with those settings; the frame digests guard against frames that now read differently.
         name = ids.stable_hash("fusion", json.dumps(config.fusion.model_dump(), sort_keys=True), embedder.name)
-        fused = fuse_frames(items, config.fusion, cache.table("fusion", name), cache.kv("fusion-frames", name))
+        saved, saved_digests = cache.table("fusion", name), cache.kv("fusion-frames", name)
+        fused = fuse_frames(items, config.fusion, saved, saved_digests)
         episodes, stats, mode = fused.episodes, fused.stats, f"{fused.mode}: {fused.reason}"
-        cache.put_table("fusion", name, episodes)
-        cache.put_kv("fusion-frames", name, fused.digests)  # after the episodes: a lone new episodes file forces a full fusion
+        cache.put_table("fusion", name, episodes, stored=saved)
+        # After the episodes: a lone new episodes file forces a full fusion.
+        cache.put_kv("fusion-frames", name, fused.digests, stored=saved_digests)
     return EpisodesBuilt(episodes, stats, mode, embedder.name, embedder.hits, embedder.misses, embed_seconds,
                          time.perf_counter() - started, calls)

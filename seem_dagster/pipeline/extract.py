@@ -60,7 +60,7 @@ def _with_llm(root, tables: dict[str, pl.DataFrame], llm: LlmConfig, fallback: E
     saved = {cid: cache.kv("llm", name) for cid, cache in caches.items()}
     inputs = {cid: inputs_from_passages(t) for cid, t in tables.items()}
     client = LlmClient(engine, {k: v for entries in saved.values() for k, v in entries.items()})
-    done = extract_passages(client, [inp for cid in tables for inp in inputs[cid]], fallback)
+    done = extract_passages(client, [inp for cid in tables for inp in inputs[cid]], fallback, passage.prompt(*llm.reply_bounds))
     extractor = f"llm:{llm.backend}:{llm.model}"
     label = f"{extractor} ({passage.PROMPT.name} prompt v{passage.PROMPT.version})"
     out, offset = {}, 0

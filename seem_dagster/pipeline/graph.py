@@ -47,5 +47,5 @@ def build_graph(cache: ConversationCache, facts: pl.DataFrame, config: SeemConfi
         "source": [a for a, _, _ in result.edges] + ids,
         "target": [b for _, b, _ in result.edges] + [""] * len(ids),
         "weight": [w for _, _, w in result.edges] + [0.0] * len(ids),
-    }))
+    }), stored=saved)
     return GraphBuilt(entities, graph_edges(facts, result.edges), result.comparisons, len(set(ids) - known), seconds)

@@ -13,6 +13,11 @@ from seem_dagster.llm.prompts import fusion_judge, fusion_merge, passage
 from seem_dagster.properties import vocabulary
 
 SOURCE_ASSETS = ("passages", "questions")
+# The tables of a whole memory (what a build publishes), and those made from it (query results),
+# which a publish drops when the memory they were made from is replaced.
+MEMORY_TABLES = ("passages", "questions", "event_frames", "facts", "properties", "llm_calls", "episodes", "entities", "graph_edges",
+                 "retrieval_index")
+QUERY_TABLES = ("retrieved_context",)
 EXTRACTION_ASSETS = ("event_frames", "facts", "properties", "llm_calls")
 # The ingest step's output metadata key for the source it read (its registration, with the
 # fingerprint of the content actually read), which the ingest tables record.
@@ -27,7 +32,7 @@ def _model(config: SeemConfig) -> dict:
     """The model settings that change what a reply says (not how it is fetched)."""
     llm = config.llm
     return {"backend": llm.backend, "model": llm.model, "response_format": llm.response_format,
-            "max_tokens": llm.max_tokens, "temperature": llm.temperature}
+            "max_tokens": llm.max_tokens, "temperature": llm.temperature, "reply_bounds": list(llm.reply_bounds)}
 
 
 def _extractor(config: SeemConfig) -> str:

@@ -33,14 +33,20 @@ class ConversationCache:
         path = self.path(kind, name)
         return read_table(path) if path.exists() else None
 
-    def put_table(self, kind: str, name: str, frame: pl.DataFrame) -> None:
+    def put_table(self, kind: str, name: str, frame: pl.DataFrame, *, stored: pl.DataFrame | None = None) -> None:
+        """``stored``: what the caller read from this cache entry; an unchanged table is not written again
+        (a rebuild with nothing new writes nothing)."""
+        if stored is not None and stored.equals(frame):
+            return
         write_table(self.path(kind, name), frame, {"cache": True})
 
     def kv(self, kind: str, name: str) -> dict[str, str]:
         frame = self.table(kind, name)
         return dict(zip(frame[KEY].to_list(), frame[VALUE].to_list())) if frame is not None else {}
 
-    def put_kv(self, kind: str, name: str, entries: dict[str, str]) -> None:
+    def put_kv(self, kind: str, name: str, entries: dict[str, str], *, stored: dict[str, str] | None = None) -> None:
+        if stored is not None and stored == entries:
+            return
         keys = sorted(entries)
         frame = pl.DataFrame({KEY: keys, VALUE: [entries[k] for k in keys]}, schema={KEY: pl.String(), VALUE: pl.String()})
         self.put_table(kind, name, frame)

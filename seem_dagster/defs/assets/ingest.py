@@ -10,7 +10,7 @@ from seem_dagster.defs.partitions import conversations
 from seem_dagster.ingest import load_input
 from seem_dagster.pipeline.stages import SOURCE_RECORD
 from seem_dagster.schemas import Passages, Questions
-from seem_dagster.store.sources import read_source
+from seem_dagster.store.sources import source_to_build
 
 GROUP = "ingest"
 
@@ -36,7 +36,7 @@ GROUP = "ingest"
 )
 def ingest_conversation(context: AssetExecutionContext, seem: ResourceParam[SeemConfig]):
     conversation_id = context.partition_key
-    source = read_source(seem.store.root, conversation_id)
+    source = source_to_build(seem.store.root, conversation_id)
     options = source.ingest
     (conv,) = load_input(
         source.path, source.format, options, questions=source.questions_path, conversations=[conversation_id]

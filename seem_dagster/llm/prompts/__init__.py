@@ -33,9 +33,10 @@ class Prompt:
         """``sampling`` names whatever else of the request shapes the reply (temperature, response format)."""
         data = json.dumps(payload, ensure_ascii=False, sort_keys=True, default=str)
         max_tokens = min(max_tokens, self.max_tokens) if max_tokens else self.max_tokens
-        # A reply cut at max_tokens differs from a longer one, one sampled hotter from a greedy one:
-        # both are part of the key.
-        key = ids.stable_hash("llm", backend, model, self.name, self.version, max_tokens, sampling, data, length=32)
+        # A reply cut at max_tokens differs from a longer one, one sampled hotter from a greedy one, one
+        # decoded by a tighter schema from a looser one: all are part of the key.
+        schema = json.dumps(self.schema, separators=(",", ":"), sort_keys=True)
+        key = ids.stable_hash("llm", backend, model, self.name, self.version, max_tokens, sampling, schema, data, length=32)
         user = f"{self.task}\n\n{DATA_PREAMBLE}\n\nSchema: {json.dumps(self.schema, separators=(',', ':'))}\n\nData:\n{data}"
         messages = ({"role": "system", "content": self.system}, {"role": "user", "content": user})
         return ChatRequest(key, messages, self.schema, f"{self.name}_v{self.version}", max_tokens)

@@ -1,57 +1,81 @@
 """One call per passage: its event frame (summary + events with the six roles), its time-stamped facts
 and its properties (entity -> property -> typed value, APEX-MEM's property memory).
 
-Version 2 added ``properties``; the property names the memory knows as single-valued are listed in
-the task so the model uses them (``properties.vocabulary``); any other name is taken as multi-valued.
+Version 2 bounded the reply's lists and texts; version 3 adds ``properties``. The property names the
+memory knows as single-valued are listed in the task so the model uses them
+(``properties.vocabulary``); any other name is taken as multi-valued.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from seem_dagster.llm.prompts import ISO_DATE, TEXT, Prompt, nullable
 from seem_dagster.properties.vocabulary import SINGLE_ROLES, SINGLE_VALUED
 
-EVENT = {
-    "type": "object",
-    "properties": {
-        "participants": {"type": "array", "items": TEXT},
-        "action": TEXT,
-        "time": nullable(ISO_DATE),
-        "time_text": nullable(TEXT),
-        "location": nullable(TEXT),
-        "cause": nullable(TEXT),
-        "manner": nullable(TEXT),
-    },
-    "required": ["participants", "action", "time", "time_text", "location", "cause", "manner"],
-    "additionalProperties": False,
-}
-FACT = {
-    "type": "object",
-    "properties": {"subject": TEXT, "relation": TEXT, "object": TEXT, "time": nullable(ISO_DATE), "time_text": nullable(TEXT)},
-    "required": ["subject", "relation", "object", "time", "time_text"],
-    "additionalProperties": False,
-}
-PROPERTY = {
-    "type": "object",
-    "properties": {
-        "entity": TEXT, "property": TEXT, "value": TEXT,
-        "dtype": {"type": "string", "enum": ["string", "date", "number", "boolean"]},
-        "time": nullable(ISO_DATE),
-    },
-    "required": ["entity", "property", "value", "dtype", "time"],
-    "additionalProperties": False,
-}
-SCHEMA = {
-    "type": "object",
-    "properties": {"summary": TEXT, "events": {"type": "array", "items": EVENT}, "facts": {"type": "array", "items": FACT},
-                   "properties": {"type": "array", "items": PROPERTY}},
-    "required": ["summary", "events", "facts", "properties"],
-    "additionalProperties": False,
-}
+# What a reply may hold at most, so a server that decodes by the schema's grammar (llama.cpp's
+# json_object with a schema, vLLM's structured output) closes the JSON within the token cap instead
+# of looping to it. The settings llm.max_events, llm.max_facts and llm.max_field_chars choose them;
+# properties are bounded like facts.
+DEFAULT_BOUNDS = (6, 10, 200)
+MAX_PARTICIPANTS = 8
+
+
+def event_schema(text: dict, max_participants: int | None = None) -> dict:
+    participants = {"type": "array", "items": text} | ({"maxItems": max_participants} if max_participants is not None else {})
+    return {
+        "type": "object",
+        "properties": {
+            "participants": participants,
+            "action": text,
+            "time": nullable(ISO_DATE),
+            "time_text": nullable(text),
+            "location": nullable(text),
+            "cause": nullable(text),
+            "manner": nullable(text),
+        },
+        "required": ["participants", "action", "time", "time_text", "location", "cause", "manner"],
+        "additionalProperties": False,
+    }
+
+
+EVENT = event_schema(TEXT)  # unbounded: what the fusion merge prompt writes
+
+
+def schema(max_events: int, max_facts: int, max_chars: int) -> dict:
+    text = {**TEXT, "maxLength": max_chars}
+    fact = {
+        "type": "object",
+        "properties": {"subject": text, "relation": text, "object": text, "time": nullable(ISO_DATE), "time_text": nullable(text)},
+        "required": ["subject", "relation", "object", "time", "time_text"],
+        "additionalProperties": False,
+    }
+    prop = {
+        "type": "object",
+        "properties": {
+            "entity": text, "property": text, "value": text,
+            "dtype": {"type": "string", "enum": ["string", "date", "number", "boolean"]},
+            "time": nullable(ISO_DATE),
+        },
+        "required": ["entity", "property", "value", "dtype", "time"],
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {"summary": text, "events": {"type": "array", "items": event_schema(text, MAX_PARTICIPANTS), "maxItems": max_events},
+                       "facts": {"type": "array", "items": fact, "maxItems": max_facts},
+                       "properties": {"type": "array", "items": prop, "maxItems": max_facts}},
+        "required": ["summary", "events", "facts", "properties"],
+        "additionalProperties": False,
+    }
+
+
+SCHEMA = schema(*DEFAULT_BOUNDS)
 KNOWN_NAMES = ", ".join([*SINGLE_VALUED, *sorted(SINGLE_ROLES - {"fiancé", "fiancée"}), "<thing>_count"])
 
 PROMPT = Prompt(
     name="passage",
-    version="2",
+    version="3",  # 2: the reply's lists and texts are bounded; 3: properties
     system="You turn one turn of a conversation into structured memory: an event frame, facts and properties. You are precise and never invent.",
     task=(
         "Read `turn` (said by `speaker` on `session_date`; `previous_turn` is context only). Write:\n"
@@ -69,6 +93,13 @@ PROMPT = Prompt(
     schema=SCHEMA,
     max_tokens=768,
 )
+
+
+def prompt(max_events: int, max_facts: int, max_chars: int) -> Prompt:
+    """The passage prompt with these bounds on its reply."""
+    if (max_events, max_facts, max_chars) == DEFAULT_BOUNDS:
+        return PROMPT
+    return dataclasses.replace(PROMPT, schema=schema(max_events, max_facts, max_chars))
 
 
 def payload(speaker: str, text: str, session_date: str, previous_speaker: str | None, previous_text: str | None, speakers: list[str]) -> dict:
