@@ -175,7 +175,7 @@ def test_the_route_fusion_keeps_seems_order_and_lifts_what_both_routes_rank():
 def test_the_property_route_brings_the_current_value_first_on_the_sample(sample_store):
     from seem_dagster import backends
     from seem_dagster.config import PropertiesConfig, RetrievalConfig
-    from seem_dagster.evaluation.methods import rankers
+    from seem_dagster.evaluation.methods import ids, rankers
     from seem_dagster.retrieval.load import load_index
     from seem_dagster.retrieval.property_route import property_ranking
     from seem_dagster.retrieval.query import encode_query
@@ -186,7 +186,7 @@ def test_the_property_route_brings_the_current_value_first_on_the_sample(sample_
     route = [refs[p] for p in property_ranking(index, query.vector, query.fact_vectors, PropertiesConfig())]
     assert route[:2] == ["s4-12", "s1-12"]  # the move (current value) first, then what it superseded
     ranked = rankers(RetrievalConfig(), ["seem", "seem+properties"], PropertiesConfig())
-    seem, fused = ([refs[p] for p in r(index, query)] for r in ranked.values())
+    seem, fused = ([refs[p] for p in ids(r(index, query))] for r in ranked.values())
     assert fused.index("s4-12") < seem.index("s4-12")
 
 
