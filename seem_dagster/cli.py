@@ -124,7 +124,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     from seem_dagster.registry import absolute
 
     source = {"seem/source": absolute(args.input)}
-    outcomes = build_conversations(build_defs(resolved), [r.conversation_id for r in registered], progress=not args.quiet,
+    outcomes = build_conversations(build_defs(resolved), [r.conversation_id for r in registered], progress=not args.quiet, config=resolved,
                                    log_dir=default_log_dir(store), tags={r.conversation_id: source for r in registered})
     failed = [o for o in outcomes if not o.success]
     for reg, outcome in zip(registered, outcomes):

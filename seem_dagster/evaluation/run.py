@@ -144,7 +144,7 @@ def build_memories(run: EvalRun, resolved: Resolved) -> dict:
         else:
             todo.append((reg, record))
     if todo:
-        outcomes = build_conversations(build_defs(resolved), [reg.conversation_id for reg, _ in todo], progress=run.progress)
+        outcomes = build_conversations(build_defs(resolved), [reg.conversation_id for reg, _ in todo], progress=run.progress, config=resolved)
         for (reg, record), outcome in zip(todo, outcomes):
             if not outcome.success:
                 record.unlink(missing_ok=True)
