@@ -504,6 +504,18 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader of our output went away (`| head`): nothing more to say
         sys.stdout = open(os.devnull, "w")
         return 141
+    except Exception as err:
+        if not type(err).__module__.startswith(OBJECT_STORE_CLIENTS):
+            raise
+        # An object store that refused or could not be reached: one line, and where credentials come from.
+        first = (str(err).strip().splitlines() or [""])[0]
+        return _fail(f"object store: {type(err).__name__}: {first} ({OBJECT_STORE_HINT})", EXIT_RUN)
+
+
+# The clients of an s3:// store (s3fs over aiobotocore over botocore); their errors name no secret.
+OBJECT_STORE_CLIENTS = ("botocore", "aiobotocore", "s3fs")
+OBJECT_STORE_HINT = ("S3 credentials come from the environment only: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or "
+                     "AWS_PROFILE; AWS_ENDPOINT_URL for an S3-compatible server")
 
 
 if __name__ == "__main__":
