@@ -124,8 +124,11 @@ def cmd_build(args: argparse.Namespace) -> int:
     from seem_dagster.registry import absolute
 
     source = {"seem/source": absolute(args.input)}
-    outcomes = build_conversations(build_defs(resolved), [r.conversation_id for r in registered], progress=not args.quiet, config=resolved,
-                                   log_dir=default_log_dir(store), tags={r.conversation_id: source for r in registered})
+    try:
+        outcomes = build_conversations(build_defs(resolved), [r.conversation_id for r in registered], progress=not args.quiet,
+                                       config=resolved, log_dir=default_log_dir(store), tags={r.conversation_id: source for r in registered})
+    except ConfigError as err:  # an executor that cannot run here (its extra missing, no shared instance)
+        return _fail(str(err), EXIT_INPUT)
     failed = [o for o in outcomes if not o.success]
     for reg, outcome in zip(registered, outcomes):
         excluded = f"; {reg.excluded} turns by other speakers left out (ingest.only_speakers)" if reg.excluded else ""

@@ -78,3 +78,13 @@ def test_the_llm_steps_are_in_the_pool_the_yaml_caps():
     job = defs.resolve_job_def("build_memory")
     pools = {node.name: node.definition.pool for node in job.graph.node_dict.values()}
     assert pools["extract_frames"] == "llm" and pools["episodes"] == "llm"
+
+
+def test_celery_without_a_shared_instance_is_one_line(tmp_path, monkeypatch, capsys):
+    from conftest import SAMPLE
+    from seem_dagster.cli import main
+
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    code = main(["build", "--input", str(SAMPLE), "--store", str(tmp_path / "store"), "--set", "execution.executor=celery", "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0 and "set DAGSTER_HOME" in err
