@@ -114,12 +114,17 @@ def test_three_conversations_built_by_two_celery_workers_equal_the_in_process_bu
     broker, backend = f"redis://127.0.0.1:{port}/0", f"redis://127.0.0.1:{port}/1"
     home = tmp_path / "dagster_home"
     home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     app_config = tmp_path / "celery.yaml"
     app_config.write_text(json.dumps({"execution": {"config": {"broker": broker, "backend": backend}}}))
     settings = {"SEEM_EXECUTION_EXECUTOR": "celery", "SEEM_EXECUTION_CELERY_BROKER": broker, "SEEM_EXECUTION_CELERY_BACKEND": backend,
                 "SEEM_STORE": str(store), "DAGSTER_HOME": str(home)}
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("SEEM_")}, **settings}
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"  # dagster-celery starts `celery` from the PATH
+    for key, value in settings.items():
+        monkeypatch.setenv(key, value)
+    # The instance's SQLite storage is created here, once: workers starting together would race to create it.
+    DagsterInstance.get().dispose()
     procs: list[subprocess.Popen] = []
     try:
         redis = subprocess.Popen([REDIS, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"],
@@ -135,8 +140,6 @@ def test_three_conversations_built_by_two_celery_workers_equal_the_in_process_bu
                 env=env, cwd=tmp_path, stdout=open(tmp_path / f"{name}.log", "w"), stderr=subprocess.STDOUT, start_new_session=True))
         _wait_for_workers(app_config, env, names, procs[1:])
 
-        for key, value in settings.items():
-            monkeypatch.setenv(key, value)
         resolved = tree(store, {"execution.executor": "celery", "execution.celery_broker": broker, "execution.celery_backend": backend})
         register_file(str(store), str(chat), "jsonl")
         with DagsterInstance.get() as instance:
