@@ -14,7 +14,7 @@ LLAMA        := 0.3.36
 LLAMA_CMAKE  := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
 LLM_STAMP    := $(VENV)/.llm-server
 
-.PHONY: demo test check lint install browser llm-server clean
+.PHONY: demo test check lint install browser redis llm-server clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,15 @@ browser:
 	    || echo "could not install chromium: the browser test will skip"; \
 	else echo "no apt-get: the browser test will skip"; fi
 
+# The Celery test's broker: Debian's redis-server, started by the test on loopback; only `make test` installs it.
+redis:
+	@if command -v redis-server >/dev/null; then :; \
+	elif command -v apt-get >/dev/null; then \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  ($$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends redis-server >/dev/null) \
+	    || echo "could not install redis-server: the Celery test will skip"; \
+	else echo "no apt-get: the Celery test will skip"; fi
+
 # The real-model test's server and model; only `make test` needs them, never `make demo`.
 $(LLM_STAMP): $(STAMP)
 	@ls $(WHEELS)/llama_cpp_python-$(LLAMA)-*.whl >/dev/null 2>&1 || { \
@@ -51,7 +60,7 @@ llm-server: $(LLM_STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check seem_dagster tests benchmarks
 
-test: lint browser $(LLM_STAMP)
+test: lint browser redis $(LLM_STAMP)
 	$(BIN)/python -m pytest
 
 check: lint

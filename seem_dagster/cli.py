@@ -124,8 +124,11 @@ def cmd_build(args: argparse.Namespace) -> int:
     from seem_dagster.registry import absolute
 
     source = {"seem/source": absolute(args.input)}
-    outcomes = build_conversations(build_defs(resolved), [r.conversation_id for r in registered], progress=not args.quiet,
-                                   log_dir=default_log_dir(store), tags={r.conversation_id: source for r in registered})
+    try:
+        outcomes = build_conversations(build_defs(resolved), [r.conversation_id for r in registered], progress=not args.quiet,
+                                       config=resolved, log_dir=default_log_dir(store), tags={r.conversation_id: source for r in registered})
+    except ConfigError as err:  # an executor that cannot run here (its extra missing, no shared instance)
+        return _fail(str(err), EXIT_INPUT)
     failed = [o for o in outcomes if not o.success]
     for reg, outcome in zip(registered, outcomes):
         excluded = f"; {reg.excluded} turns by other speakers left out (ingest.only_speakers)" if reg.excluded else ""
@@ -504,6 +507,18 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader of our output went away (`| head`): nothing more to say
         sys.stdout = open(os.devnull, "w")
         return 141
+    except Exception as err:
+        if not type(err).__module__.startswith(OBJECT_STORE_CLIENTS):
+            raise
+        # An object store that refused or could not be reached: one line, and where credentials come from.
+        first = (str(err).strip().splitlines() or [""])[0]
+        return _fail(f"object store: {type(err).__name__}: {first} ({OBJECT_STORE_HINT})", EXIT_RUN)
+
+
+# The clients of an s3:// store (s3fs over aiobotocore over botocore); their errors name no secret.
+OBJECT_STORE_CLIENTS = ("botocore", "aiobotocore", "s3fs")
+OBJECT_STORE_HINT = ("S3 credentials come from the environment only: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or "
+                     "AWS_PROFILE; AWS_ENDPOINT_URL for an S3-compatible server")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ def run_demo(resolved: Resolved, *, sample_dir: Path, out: TextIO) -> int:
         print(f"seem demo: the bundled sample is missing ({conversation}); run from a clone of the project", file=out)
         return 2
     registered = register_file(store, str(conversation), "jsonl", config.ingest, questions=str(questions))
-    outcomes = build_conversations(build_defs(resolved), [r.conversation_id for r in registered], progress=True)
+    outcomes = build_conversations(build_defs(resolved), [r.conversation_id for r in registered], progress=True, config=resolved)
     for outcome in outcomes:
         if not outcome.success:
             print(f"seem demo: {outcome.conversation_id} failed: {outcome.error}", file=out)

@@ -43,7 +43,7 @@ def _text(value) -> str:
 def test_defaults_live_in_the_tree_and_every_setting_has_a_description():
     assert resolve().config == SeemConfig()
     assert {k.split('.')[0] for k in SETTINGS} == {"store", "ingest", "extraction", "fusion", "synonyms", "retrieval", "query", "llm",
-                                                    "properties", "sql", "agent", "evaluation"}
+                                                    "properties", "sql", "agent", "evaluation", "execution"}
     assert all(s.description for s in SETTINGS.values()), [k for k, s in SETTINGS.items() if not s.description]
 
 

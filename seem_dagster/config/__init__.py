@@ -15,6 +15,7 @@ from seem_dagster.config.tree import (
     METHODS,
     AgentConfig,
     EvaluationConfig,
+    ExecutionConfig,
     ExtractionConfig,
     FusionConfig,
     IngestConfig,
@@ -30,7 +31,7 @@ from seem_dagster.config.tree import (
 
 __all__ = [
     "AgentConfig", "PropertiesConfig", "SqlConfig",
-    "ConfigError", "EvaluationConfig", "ExtractionConfig", "FusionConfig", "IngestConfig", "Layer", "LlmConfig", "METHODS",
+    "ConfigError", "EvaluationConfig", "ExecutionConfig", "ExtractionConfig", "FusionConfig", "IngestConfig", "Layer", "LlmConfig", "METHODS",
     "QueryConfig", "Resolved", "RetrievalConfig", "SETTINGS", "SeemConfig", "StoreConfig", "SynonymConfig",
     "assignments_layer", "defaults", "file_layer", "resolve", "resolve_standard",
 ]

@@ -250,6 +250,27 @@ class EvaluationConfig(Section):
         return self
 
 
+class ExecutionConfig(Section):
+    """Which of Dagster's executors runs a run's steps. It is chosen when the definitions are built
+    (the code location, `seem build`, each Celery worker), so it is not a per-run setting: every process
+    of one deployment must resolve the same value (same SEEM_CONFIG or SEEM_EXECUTION_* environment)."""
+
+    executor: Literal["in_process", "multiprocess", "celery", "k8s"] = Field(
+        "in_process", description="in_process (one process per run: tests, `seem build`), multiprocess (a process per step, "
+        "one machine), celery (steps on Celery workers: dagster-celery), k8s (a pod per step: dagster-k8s)"
+    )
+    max_concurrent: int = Field(0, ge=0, description="multiprocess: step processes at once (0: one per CPU)")
+    celery_broker: str = Field(
+        "redis://127.0.0.1:6379/0", description="celery: the broker URL the launcher and the workers share (a password in it: "
+        "set it through SEEM_EXECUTION_CELERY_BROKER, never a file)"
+    )
+    celery_backend: str = Field("redis://127.0.0.1:6379/1", description="celery: the result backend URL")
+    k8s_config: str = Field(
+        "", description="k8s: a YAML file of k8s_job_executor's config (per-step resources, the GPU node selector of "
+        "extraction), e.g. deploy/k8s/executor.yaml; empty: the executor's defaults"
+    )
+
+
 class SeemConfig(Section):
     store: StoreConfig = StoreConfig()
     ingest: IngestConfig = IngestConfig()
@@ -263,3 +284,4 @@ class SeemConfig(Section):
     sql: SqlConfig = SqlConfig()
     agent: AgentConfig = AgentConfig()
     evaluation: EvaluationConfig = EvaluationConfig()
+    execution: ExecutionConfig = ExecutionConfig()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import tempfile
@@ -13,6 +14,8 @@ from pathlib import Path
 from dagster import DagsterInstance
 
 from seem_dagster import interrupts
+from seem_dagster.config import SETTINGS, ConfigError, Resolved
+from seem_dagster.defs.io_manager import IN_PROCESS_EXECUTORS
 from seem_dagster.defs.partitions import conversations
 
 
@@ -97,6 +100,51 @@ def write_run_log(instance: DagsterInstance, run_id: str, folder: Path) -> Path:
     return path
 
 
+def per_run_settings(config: Resolved) -> dict:
+    """The ``seem`` resource's run config holding every per-run setting that is not the default: an
+    out-of-process step (a Celery worker started with other settings) computes with the launcher's."""
+    from seem_dagster.defs.resources import NOT_PER_RUN
+
+    sections: dict = {}
+    for key in SETTINGS:
+        if config.source(key) != "default" and not key.startswith(NOT_PER_RUN):
+            section, name = key.split(".", 1)
+            value = config.value(key)
+            sections.setdefault(section, {})[name] = list(value) if isinstance(value, tuple) else value
+    return {"resources": {"seem": {"config": sections}}} if sections else {}
+
+
+@contextlib.contextmanager
+def _launched(config: Resolved):
+    """Step processes started meanwhile (multiprocess) resolve ``config`` (``assemble.launched_defs``)."""
+    from seem_dagster.defs.assemble import launched_environment
+
+    saved = {k: os.environ.get(k) for k in launched_environment(config)}
+    os.environ.update(launched_environment(config))
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _out_of_process_instance(instance: DagsterInstance | None, executor: str, stack: contextlib.ExitStack) -> DagsterInstance:
+    """Steps in other processes read and write the run through the instance's storage: it must be persistent.
+    Without DAGSTER_HOME a multiprocess build gets a temporary instance, removed after the build."""
+    if instance is not None and not instance.is_ephemeral:
+        return instance
+    if os.environ.get("DAGSTER_HOME"):
+        return DagsterInstance.get()
+    if executor != "multiprocess":
+        raise ConfigError(f"execution.executor {executor!r}: set DAGSTER_HOME to the instance the workers share "
+                          "(its run and event storage must be theirs too)")
+    folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="seem-dagster-instance-"))
+    return stack.enter_context(DagsterInstance.local_temp(folder))
+
+
 def build_conversations(
     defs,
     conversation_ids: Iterable[str],
@@ -108,21 +156,50 @@ def build_conversations(
     run_config: dict | None = None,
     log_dir: str | os.PathLike | None = None,
     tags: dict[str, dict[str, str]] | None = None,
+    config: Resolved | None = None,
 ) -> list[RunOutcome]:
     """One run per conversation. ``run_config`` goes to every run (e.g. ``{"resources": {"seem":
     {"config": {...}}}}``); ``tags``: per conversation. The console gets Dagster's logs from
     ``log_level`` up (default: none); a failed run's whole log goes to ``log_dir`` instead.
 
+    The job's executor (``execution.executor``) decides where the steps run. In process, the job is
+    executed here; otherwise through a reconstructable job (``assemble.launched_defs``) on a
+    persistent instance, each step process resolving ``config`` (the settings ``defs`` were built
+    with; default: the standard resolution) and each run carrying its per-run settings.
+
     Raises ``interrupts.Interrupted`` when the process got SIGINT or SIGTERM (``interrupts.install``):
     the run it stopped published nothing, and no further conversation is started.
     """
-    instance = instance or instance_for_cli()
-    ids = list(conversation_ids)
+    job = defs.resolve_job_def(job_name)
+    executor = job.executor_def.name
+    with contextlib.ExitStack() as stack:
+        recon = None
+        if executor not in IN_PROCESS_EXECUTORS:
+            from dagster._core.definitions.reconstruct import ReconstructableRepository
+
+            from seem_dagster.config import resolve_standard
+
+            config = config or resolve_standard()
+            instance = _out_of_process_instance(instance, executor, stack)
+            stack.enter_context(_launched(config))
+            run_config = _merge(per_run_settings(config), run_config or {})
+            recon = ReconstructableRepository.for_module("seem_dagster.defs.assemble", "launched_defs", working_directory=os.getcwd())
+        return _run_each(job, recon, list(conversation_ids), instance=instance or instance_for_cli(), progress=progress,
+                         log_level=log_level, run_config=run_config, log_dir=log_dir, tags=tags)
+
+
+def _merge(base: dict, top: dict) -> dict:
+    out = dict(base)
+    for key, value in top.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def _run_each(job, recon, ids: list[str], *, instance, progress, log_level, run_config, log_dir, tags) -> list[RunOutcome]:
     known = set(instance.get_dynamic_partitions(conversations.name))
     new = [c for c in ids if c not in known]
     if new:
         instance.add_dynamic_partitions(conversations.name, new)
-    job = defs.resolve_job_def(job_name)
     iterator = ids
     if progress:
         from tqdm import tqdm
@@ -130,13 +207,15 @@ def build_conversations(
         iterator = tqdm(ids, desc="building", unit="conversation")
     outcomes = []
     for cid in iterator:
-        result = job.execute_in_process(
-            instance=instance,
-            partition_key=cid,
-            raise_on_error=False,
-            run_config={"loggers": {"console": {"config": {"log_level": log_level}}}, **(run_config or {})},
-            tags=(tags or {}).get(cid),
-        )
+        config = {"loggers": {"console": {"config": {"log_level": log_level}}}, **(run_config or {})}
+        if recon is None:
+            result = job.execute_in_process(instance=instance, partition_key=cid, raise_on_error=False, run_config=config,
+                                            tags=(tags or {}).get(cid))
+        else:
+            from dagster import execute_job
+
+            result = execute_job(recon.get_reconstructable_job(job.name), instance, run_config=config,
+                                 tags={**((tags or {}).get(cid) or {}), "dagster/partition": cid}, raise_on_error=False)
         if not result.success and _interrupted(result):
             signum = interrupts.received(wait=2.0)
             if signum is not None:

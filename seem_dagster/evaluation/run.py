@@ -41,6 +41,7 @@ from seem_dagster.retrieval.lexical import Bm25
 from seem_dagster.retrieval.load import load_index
 from seem_dagster.retrieval.query import encode_query
 from seem_dagster.schemas import Passages, Questions
+from seem_dagster.store.files import write_bytes_atomic
 from seem_dagster.store.snapshot import SnapshotError, check_consistent, read_footers, read_table, table_path
 from seem_dagster.store.sources import read_source
 
@@ -100,10 +101,12 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def _build_record_path(store: str, conversation_id: str) -> Path:
+def _build_record_path(store: str, conversation_id: str):
+    """``<store>/_eval/<conversation>.json``: a path in the store, a local folder or an object store."""
+    from seem_dagster.store.files import as_root
     from seem_dagster.store.keys import file_stem
 
-    return Path(store) / "_eval" / f"{file_stem(conversation_id)}.json"
+    return as_root(store) / "_eval" / f"{file_stem(conversation_id)}.json"
 
 
 def memory_is_current(store: str, conversation_id: str, config: SeemConfig) -> str | None:
@@ -144,15 +147,15 @@ def build_memories(run: EvalRun, resolved: Resolved) -> dict:
         else:
             todo.append((reg, record))
     if todo:
-        outcomes = build_conversations(build_defs(resolved), [reg.conversation_id for reg, _ in todo], progress=run.progress)
+        outcomes = build_conversations(build_defs(resolved), [reg.conversation_id for reg, _ in todo], progress=run.progress, config=resolved)
         for (reg, record), outcome in zip(todo, outcomes):
             if not outcome.success:
-                record.unlink(missing_ok=True)
+                if record.exists():
+                    record.unlink()
                 continue
             entry = {"build_id": outcome.run_id, "passages": reg.passages, "excluded_turns": reg.excluded,
                      "skipped_turns": list(reg.skipped), "stage_seconds": outcome.step_seconds or {}}
-            record.parent.mkdir(parents=True, exist_ok=True)
-            record.write_text(json.dumps(entry, indent=2))
+            write_bytes_atomic(record, json.dumps(entry, indent=2).encode())
             builds[reg.conversation_id] = {**entry, "cached": False}
         failed = [o for o in outcomes if not o.success]
         if failed:
