@@ -7,7 +7,7 @@ import pytest
 
 from seem_dagster.cli import main
 from seem_dagster.config.tree import DEFAULT_METHODS
-from seem_dagster.evaluation.methods import METHODS, rrf_scores
+from seem_dagster.evaluation.methods import rrf_scores
 from seem_dagster.evaluation.metrics import (
     evidence_recall,
     first_occurrences,
