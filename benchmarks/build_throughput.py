@@ -1,6 +1,6 @@
 """Build throughput of the embedded default through Dagster, against plain dense embedding and BM25, in one process.
 
-    .venv/bin/python benchmarks/build_throughput.py [--data PATH] [-n 2] [--profile N]
+    .venv/bin/python benchmarks/build_throughput.py [--data PATH] [-n 2] [--set KEY=VALUE ...] [--versus KEY=VALUE ...] [--profile N]
 
 Builds the first ``n`` LoCoMo dev conversations into a fresh store (one Dagster run per
 conversation, as `seem build` does) and prints, per 1,000 turns: each Dagster step's seconds (the
@@ -11,7 +11,10 @@ whole build; then, in the same process, the plain MiniLM embedding of the same p
 are loaded and warmed first, so neither side pays for loading them. Peak RSS is the process's.
 
 ``--profile N`` also runs the build under cProfile and prints the N most expensive functions by
-cumulative time (slower; the figures above come from the run without it).
+cumulative time (slower; the figures above come from the run without it). ``--set`` changes a setting
+of the build as `seem build --set` does; ``--versus`` builds a second time with that setting changed
+(e.g. ``--versus synonyms.embedder=minilm-static``), in the same process, and prints both columns.
+The dense baseline is timed before and after the builds, and their mean is the reference.
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ def step_metadata(instance, run_id: str) -> dict[tuple[str, str], float]:
     return out
 
 
-def build(store: Path, data: Path, ids: list[str]) -> dict:
+def build(store: Path, data: Path, ids: list[str], settings: dict[str, str]) -> dict:
     """Register and build ``ids`` through Dagster (one run each); seconds of everything."""
     from dagster import DagsterInstance
 
@@ -70,7 +73,7 @@ def build(store: Path, data: Path, ids: list[str]) -> dict:
 
     started = time.perf_counter()
     registered = register_file(store, str(data), "locomo", conversations=ids)
-    defs = build_defs(resolve([Layer("benchmark", {"store.root": str(store)})]))
+    defs = build_defs(resolve([Layer("benchmark", {"store.root": str(store)}), Layer("--set", settings, text=True)]))
     instance = DagsterInstance.ephemeral()
     runs_started = time.perf_counter()
     outcomes = build_conversations(defs, ids, instance=instance)
@@ -97,13 +100,36 @@ def passage_texts(data: Path, ids: list[str]) -> list[str]:
     return [passage_text(s, t) for c in convs for s, t in zip(c.passages[Passages.speaker].to_list(), c.passages[Passages.text].to_list())]
 
 
+STEPS = ("ingest_conversation", "extract_frames", "episodes", "build_graph", "retrieval_index", "memory")
+
+
+def rows(figures: dict) -> dict[str, float]:
+    """Label -> seconds, in the order printed."""
+    out = {"whole build (register + runs)": figures["total"], "  register + definitions": figures["setup"]}
+    steps = figures["steps"]
+    for step in STEPS:
+        out[f"  step {step}"] = sum(s for k, s in steps.items() if k == step)
+    out["  asset checks (their steps)"] = sum(s for k, s in steps.items() if k not in STEPS)
+    out["  Dagster overhead (runs - steps)"] = figures["runs"] - sum(steps.values())
+    for key, label in PARTS.items():
+        out[label] = figures["parts"].get(key, 0.0)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("-n", type=int, default=2, help="conversations, from the first (default 2)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a setting of the build")
+    parser.add_argument("--versus", action="append", default=[], metavar="KEY=VALUE",
+                        help="also build with this setting changed, in the same process, and print both")
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="also profile the build; print the top N functions")
     args = parser.parse_args()
     ids = conversation_ids(args.data, args.n)
+    settings = dict(item.split("=", 1) for item in args.set)
+    variants = {"build": settings}
+    if args.versus:
+        variants["versus"] = {**settings, **dict(item.split("=", 1) for item in args.versus)}
     work = Path(tempfile.mkdtemp(prefix="seem-throughput-"))
 
     from seem_dagster import backends
@@ -111,56 +137,52 @@ def main() -> None:
 
     texts = passage_texts(args.data, ids)
     extractor, embedder = backends.extractor(), backends.embedder()
-    # Load and warm the models (and Dagster) outside every timing: a throw-away build of the
-    # smallest conversation's first turns would do too, but the models are what costs seconds.
-    extractor.nlp.pipe(["warm up"])
+    # Load and warm the models outside every timing: they are what costs seconds to load.
     list(extractor.nlp.pipe(texts[:64]))
     embedder.encode(texts[:64])
     rss_before = peak_rss_mb()
 
-    figures = build(work / "store", args.data, ids)
+    def dense() -> float:
+        started = time.perf_counter()
+        embedder.encode(texts)
+        return time.perf_counter() - started
+
+    # The dense baseline before and after the builds (the machine is shared: its load drifts).
+    dense_s = [dense()]
+    figures = {name: build(work / name, args.data, ids, values) for name, values in variants.items()}
     rss_build = peak_rss_mb()
-    started = time.perf_counter()
-    embedder.encode(texts)
-    dense_s = time.perf_counter() - started
+    dense_s.append(dense())
     started = time.perf_counter()
     Bm25(texts)
     bm25_s = time.perf_counter() - started
+    dense_mean = sum(dense_s) / len(dense_s)
 
-    turns = figures["turns"]
-    assert turns == len(texts), (turns, len(texts))
+    turns = len(texts)
+    assert all(f["turns"] == turns for f in figures.values()), (turns, [f["turns"] for f in figures.values()])
     per_k = 1000 / turns
     print(f"{args.data.name}: {len(ids)} conversations ({', '.join(ids)}), {turns} turns")
-    print(f"{'':<44}{'s':>9}{'s/1k turns':>12}{'turns/s':>10}")
-
-    def row(label: str, seconds: float) -> None:
-        rate = f"{turns / seconds:>10.1f}" if seconds > 0 else f"{'':>10}"
-        print(f"{label:<44}{seconds:>9.2f}{seconds * per_k:>12.2f}{rate}")
-
-    row("whole build (register + runs)", figures["total"])
-    row("  register + definitions", figures["setup"])
-    steps = figures["steps"]
-    for step, seconds in sorted(steps.items(), key=lambda kv: -kv[1]):
-        if step.startswith(("ingest_conversation", "extract_frames", "episodes", "build_graph", "retrieval_index", "memory")):
-            row(f"  step {step}", seconds)
-    checks = sum(s for k, s in steps.items() if not k.startswith(("ingest_conversation", "extract_frames", "episodes",
-                                                                     "build_graph", "retrieval_index", "memory")))
-    row("  asset checks (their steps)", checks)
-    row("  Dagster overhead (runs - steps)", figures["runs"] - sum(steps.values()))
-    print("parts reported by the steps:")
-    for key, label in PARTS.items():
-        if key in figures["parts"]:
-            row(label, figures["parts"][key])
-    row("plain MiniLM embedding of the passages", dense_s)
-    row("BM25 indexing of the passages", bm25_s)
-    print(f"build / dense embedding: {figures['total'] / dense_s:.2f}x (runs only: {figures['runs'] / dense_s:.2f}x); "
-          f"build / BM25: {figures['total'] / bm25_s:.0f}x")
-    print(f"peak RSS: {rss_before:.0f} MB with the models loaded, {rss_build:.0f} MB after the build, {peak_rss_mb():.0f} MB at the end")
+    for name, values in variants.items():
+        print(f"{name}: {values or 'the defaults'}")
+    print(f"{'seconds per 1,000 turns':<44}" + "".join(f"{name:>10}" for name in variants) + f"{'turns/s':>10}")
+    table = {name: rows(f) for name, f in figures.items()}
+    for label in table["build"]:
+        values = [table[name][label] for name in variants]
+        if label.startswith("  step") and max(values) < 0.05:
+            continue
+        rate = turns / values[0] if values[0] > 0 else 0.0
+        print(f"{label:<44}" + "".join(f"{v * per_k:>10.2f}" for v in values) + f"{rate:>10.1f}")
+    print(f"{'plain MiniLM embedding of the passages':<44}{dense_mean * per_k:>10.2f}{'':>{10 * (len(variants) - 1)}}"
+          f"{turns / dense_mean:>10.1f}   (runs before and after the builds: {dense_s[0]:.1f} s, {dense_s[1]:.1f} s)")
+    print(f"{'BM25 indexing of the passages':<44}{bm25_s * per_k:>10.2f}{'':>{10 * (len(variants) - 1)}}{turns / bm25_s:>10.1f}")
+    for name, f in figures.items():
+        print(f"{name}: {f['total'] / dense_mean:.2f}x plain dense embedding (runs only {f['runs'] / dense_mean:.2f}x), "
+              f"{f['total'] / bm25_s:.0f}x BM25; {turns / f['total']:.1f} turns/s")
+    print(f"peak RSS: {rss_before:.0f} MB with the models loaded, {rss_build:.0f} MB after the builds, {peak_rss_mb():.0f} MB at the end")
 
     if args.profile:
         profiler = cProfile.Profile()
         profiler.enable()
-        build(work / "profiled", args.data, ids)
+        build(work / "profiled", args.data, ids, settings)
         profiler.disable()
         out = io.StringIO()
         pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(args.profile)
