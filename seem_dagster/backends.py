@@ -21,4 +21,8 @@ def extractor(name: str = "embedded") -> Extractor:
 
 @lru_cache(maxsize=None)
 def embedder(name: str = "minilm") -> Embedder:
+    if name == "minilm-static":  # distilled from the MiniLM this process already loads
+        from seem_dagster.embeddings.static import StaticMiniLMEmbedder
+
+        return StaticMiniLMEmbedder(embedder("minilm"))
     return get_embedder(name)

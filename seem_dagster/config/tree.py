@@ -56,7 +56,7 @@ class ExtractionConfig(Section):
     extractor: Literal["embedded"] = Field(
         "embedded", description="extractor without a language model (a model is chosen in llm.backend)"
     )
-    embedder: Literal["minilm"] = Field("minilm", description="sentence embedder for passages, frames, facts and entity names")
+    embedder: Literal["minilm"] = Field("minilm", description="sentence embedder for passages, frames, facts and entity names (see synonyms.embedder)")
 
 
 class FusionConfig(Section):
@@ -80,6 +80,10 @@ class FusionConfig(Section):
 class SynonymConfig(Section):
     threshold: float = Field(0.8, description="entity names with cosine at least this get a synonym edge")
     max_per_node: int = Field(100, ge=0, description="synonym edges per entity at most")
+    embedder: Literal["extraction", "minilm-static"] = Field(
+        "extraction", description="embedder of entity names: the extraction's (extraction.embedder) or minilm-static, a "
+        "static table distilled once from the installed MiniLM (faster build, other recall: docs/experiments.md)"
+    )
 
 
 class RetrievalConfig(Section):

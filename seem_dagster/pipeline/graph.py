@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from seem_dagster import backends
 from seem_dagster.config import SeemConfig
 from seem_dagster.graph.build import graph_edges
 from seem_dagster.graph.entities import entities_from_facts, synonym_edges
@@ -29,10 +30,14 @@ class GraphBuilt:
 
 def build_graph(cache: ConversationCache, facts: pl.DataFrame, config: SeemConfig) -> GraphBuilt:
     entities = entities_from_facts(facts)
-    embedder = cached_embedder(cache, config.extraction.embedder)
-    vectors = embedder.encode(entities[Entities.name].to_list())
-    save_vectors(cache, embedder)
     synonyms = config.synonyms
+    if synonyms.embedder == "extraction":
+        embedder = cached_embedder(cache, config.extraction.embedder)
+        vectors = embedder.encode(entities[Entities.name].to_list())
+        save_vectors(cache, embedder)
+    else:  # a static table: cheaper to encode again than to cache
+        embedder = backends.embedder(synonyms.embedder)
+        vectors = embedder.encode(entities[Entities.name].to_list())
     name = f"{embedder.name}-{synonyms.threshold}-{synonyms.max_per_node}"
     saved = cache.table("synonyms", name)
     known = set(saved.filter(pl.col("kind") == KNOWN)["source"].to_list()) if saved is not None else set()
