@@ -122,6 +122,9 @@ class RetrievalConfig(Section):
         1, ge=0, description="session turns within this many turns of the original conversation are neighbours"
     )
     rpe_follow_reply: bool = Field(True, description="RPE also brings the reply to an expanded turn that asks a question")
+    rpe_head_replies: bool = Field(
+        True, description="RPE also brings the reply to a question among the top rpe_after passages (kept within rpe_within)"
+    )
     rpe_name_turns: int = Field(
         3, ge=0, description="a proper name that at most this many turns mention links them in RPE (0: off)"
     )

@@ -190,6 +190,12 @@ def expand(index: MemoryIndex, ranked: list[Ranked], config: RetrievalConfig) ->
         expansions += kept
         if episode is not None and any(b.reason.startswith("episode ") for b in kept):
             used.append(episode)  # only an episode that brought a turn is one the context describes
+    if config.rpe_head_replies and config.rpe_follow_reply:
+        # A question among the best matches ("And the pottery?") is answered by the turn after it.
+        refs = index.source_refs
+        replies = _replies_to(index, [r.passage_id for r in head], set(taken))
+        expansions += [Ranked(p, 0.0, f"answers {refs[q]}, a question among the top passages") for p, q in replies.items()
+                       if rank_of.get(p, len(ranked)) < config.rpe_within]
     placed = {r.passage_id for r in head} | {b.passage_id for b in expansions}
     return head + expansions + [r for r in ranked if r.passage_id not in placed], used
 
