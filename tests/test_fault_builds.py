@@ -102,21 +102,23 @@ def test_item1_a_reader_always_reads_a_whole_memory_while_rebuilds_are_killed_at
     old, old_source = read_manifest(store, CID), read_source(store, CID)
     reader = Reader(store)
     reader.start()
-    chat.write_text("\n".join(LINES) + "\n")  # a new session arrives
-    for tables in ({"passages"}, {"event_frames", "facts"}, {"episodes"}):
-        _build_killed_after(store, chat, tables, old["build_id"])
-        assert read_manifest(store, CID) == old and read_source(store, CID) == old_source, tables  # nothing published
-        assert reader.errors == [] and reader.sizes[-1] == len(EARLY)
-    _build_killed_after(store, chat, set(MEMORY_TABLES), old["build_id"])
-    killed_last = read_manifest(store, CID)
-    assert killed_last == old or killed_last["build_id"] != old["build_id"]  # either whole memory
-    # The next build sees the change (a killed build published nothing), builds it and removes the debris.
-    again = seem("build", "--input", str(chat), "--store", str(store), "--quiet", env=env_without_dagster_home())
-    assert again.returncode == 0, again.stderr
-    if killed_last == old:
-        assert f"{CID}: {len(LINES)} passages (changed)" in again.stdout
-    time.sleep(0.5)
-    reader.stop()
+    try:  # a reader left polling would hold the interpreter's exit (it sits in polars' threads)
+        chat.write_text("\n".join(LINES) + "\n")  # a new session arrives
+        for tables in ({"passages"}, {"event_frames", "facts"}, {"episodes"}):
+            _build_killed_after(store, chat, tables, old["build_id"])
+            assert read_manifest(store, CID) == old and read_source(store, CID) == old_source, tables  # nothing published
+            assert reader.errors == [] and reader.sizes[-1] == len(EARLY)
+        _build_killed_after(store, chat, set(MEMORY_TABLES), old["build_id"])
+        killed_last = read_manifest(store, CID)
+        assert killed_last == old or killed_last["build_id"] != old["build_id"]  # either whole memory
+        # The next build sees the change (a killed build published nothing), builds it and removes the debris.
+        again = seem("build", "--input", str(chat), "--store", str(store), "--quiet", env=env_without_dagster_home())
+        assert again.returncode == 0, again.stderr
+        if killed_last == old:
+            assert f"{CID}: {len(LINES)} passages (changed)" in again.stdout
+        time.sleep(0.5)
+    finally:
+        reader.stop()
     assert reader.errors == [], reader.errors[:3]
     assert len(reader.sizes) > 50 and set(reader.sizes) == {len(EARLY), len(LINES)}
     assert reader.sizes == sorted(reader.sizes)  # the old memory until the new one was whole, then never back
