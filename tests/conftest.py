@@ -1,6 +1,8 @@
 import json
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -75,3 +77,36 @@ def sample_store(tmp_path_factory) -> Path:
     done = seem_cli("build", "--input", str(SAMPLE), "--questions", str(SAMPLE_QUESTIONS), "--store", str(store), "--quiet")
     assert done.returncode == 0, done.stderr[-3000:]
     return store
+
+
+class MemoryReader(threading.Thread):
+    """Reads a conversation's whole published memory as `seem query` does, over and over, and keeps what
+    each read saw. Use it as a context manager: a reader left polling at interpreter exit sits in
+    polars' threads and aborts or hangs the process, so it is stopped even when an assertion fails."""
+
+    def __init__(self, store, conversation_id: str, join_timeout: float = 30):
+        super().__init__(daemon=True)
+        self.store, self.conversation_id, self.join_timeout = str(store), conversation_id, join_timeout
+        self.sizes, self.errors, self.stopped = [], [], threading.Event()
+
+    def run(self):
+        from upath import UPath
+
+        from seem_dagster.pipeline.stages import MEMORY_TABLES
+        from seem_dagster.store import snapshot
+
+        while not self.stopped.is_set():
+            try:
+                tables = snapshot.read_snapshot(UPath(self.store), self.conversation_id, MEMORY_TABLES)
+                self.sizes.append(tables["passages"].height)
+            except Exception as err:  # noqa: BLE001 - every failure is what a test looks for
+                self.errors.append(f"{type(err).__name__}: {err}")
+            time.sleep(0.05)
+
+    def __enter__(self) -> "MemoryReader":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stopped.set()
+        self.join(timeout=self.join_timeout)

@@ -20,7 +20,7 @@ from dagster import DagsterInstance
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from conftest import SAMPLE, files_under, message, tree, write_jsonl
+from conftest import SAMPLE, MemoryReader, files_under, message, tree, write_jsonl
 from seem_dagster.defs.assemble import build_defs
 from seem_dagster.defs.runner import build_conversations
 from seem_dagster.pipeline.stages import MEMORY_TABLES
@@ -45,27 +45,6 @@ def seem(*args, **kw) -> subprocess.CompletedProcess:
 def env_without_dagster_home(**extra) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
     return {**env, **extra}
-
-
-class Reader(threading.Thread):
-    """Reads the whole memory as `seem query` does, over and over, and keeps what each read saw."""
-
-    def __init__(self, store: Path):
-        super().__init__(daemon=True)
-        self.store, self.sizes, self.errors, self.stopped = store, [], [], threading.Event()
-
-    def run(self):
-        while not self.stopped.is_set():
-            try:
-                tables = snapshot.read_snapshot(self.store, CID, MEMORY_TABLES)
-                self.sizes.append(tables["passages"].height)
-            except Exception as err:  # noqa: BLE001 - every failure is what the test looks for
-                self.errors.append(f"{type(err).__name__}: {err}")
-            time.sleep(0.05)
-
-    def stop(self):
-        self.stopped.set()
-        self.join(timeout=30)
 
 
 def staged(store: Path, published: str) -> dict[str, set[str]]:
@@ -100,9 +79,7 @@ def test_item1_a_reader_always_reads_a_whole_memory_while_rebuilds_are_killed_at
     first = seem("build", "--input", str(chat), "--store", str(store), "--quiet", env=env_without_dagster_home())
     assert first.returncode == 0, first.stderr
     old, old_source = read_manifest(store, CID), read_source(store, CID)
-    reader = Reader(store)
-    reader.start()
-    try:  # a reader left polling would hold the interpreter's exit (it sits in polars' threads)
+    with MemoryReader(store, CID) as reader:
         chat.write_text("\n".join(LINES) + "\n")  # a new session arrives
         for tables in ({"passages"}, {"event_frames", "facts"}, {"episodes"}):
             _build_killed_after(store, chat, tables, old["build_id"])
@@ -117,8 +94,6 @@ def test_item1_a_reader_always_reads_a_whole_memory_while_rebuilds_are_killed_at
         if killed_last == old:
             assert f"{CID}: {len(LINES)} passages (changed)" in again.stdout
         time.sleep(0.5)
-    finally:
-        reader.stop()
     assert reader.errors == [], reader.errors[:3]
     assert len(reader.sizes) > 50 and set(reader.sizes) == {len(EARLY), len(LINES)}
     assert reader.sizes == sorted(reader.sizes)  # the old memory until the new one was whole, then never back

@@ -15,16 +15,14 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLE, SAMPLE_QUESTIONS
+from conftest import SAMPLE, SAMPLE_QUESTIONS, MemoryReader
 from seem_dagster.evaluation.sample import write_sample_as_locomo
 from seem_dagster.pipeline.stages import MEMORY_TABLES
-from seem_dagster.store import snapshot
 from seem_dagster.store.manifest import read_manifest
 
 pytest.importorskip("moto.server", reason="moto[server] is in the dev extra: pip install -e '.[dev]'")
@@ -152,29 +150,6 @@ def test_build_query_sql_and_eval_on_s3(s3, tmp_path):
     no_secret_in_the_bucket(client)
 
 
-class Reader(threading.Thread):
-    """Reads the whole published memory as `seem query` does, over and over; keeps what each read saw."""
-
-    def __init__(self, store: str):
-        super().__init__(daemon=True)
-        self.store, self.sizes, self.errors, self.stopped = store, [], [], threading.Event()
-
-    def run(self):
-        from upath import UPath
-
-        while not self.stopped.is_set():
-            try:
-                tables = snapshot.read_snapshot(UPath(self.store), CID, MEMORY_TABLES)
-                self.sizes.append(tables["passages"].height)
-            except Exception as err:  # noqa: BLE001 - every failure is what the test looks for
-                self.errors.append(f"{type(err).__name__}: {err}")
-            time.sleep(0.05)
-
-    def stop(self):
-        self.stopped.set()
-        self.join(timeout=60)
-
-
 def test_a_reader_sees_whole_memories_while_s3_rebuilds_publish_and_one_is_killed(s3, tmp_path):
     client, _ = s3
     prefix = "rebuilds"
@@ -185,9 +160,7 @@ def test_a_reader_sees_whole_memories_while_s3_rebuilds_publish_and_one_is_kille
     from upath import UPath
 
     old = read_manifest(UPath(store), CID)
-    reader = Reader(store)
-    reader.start()
-    try:
+    with MemoryReader(store, CID, join_timeout=60) as reader:
         # A rebuild with one more session, killed with SIGKILL once it has written its first tables.
         chat.write_text("\n".join(LINES) + "\n")
         builds = f"{prefix}/_builds/{CID}/"
@@ -212,8 +185,6 @@ def test_a_reader_sees_whole_memories_while_s3_rebuilds_publish_and_one_is_kille
         assert again.returncode == 0, again.stderr[-3000:]
         assert f"{CID}: {len(LINES)} passages (changed)" in again.stdout
         time.sleep(1.0)
-    finally:
-        reader.stop()
     assert reader.errors == [], reader.errors[:3]
     assert set(reader.sizes) == {len(EARLY), len(LINES)}
     assert reader.sizes == sorted(reader.sizes)  # the old memory until the new one was whole, then never back
