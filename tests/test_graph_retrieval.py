@@ -378,6 +378,28 @@ def test_facts_are_retrieval_keys_that_lift_their_passage():
     assert [r.passage_id for r in retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), below).ranked] == ["p0", "p2", "p1"]
 
 
+def test_the_questions_own_facts_are_matched_only_with_query_facts_on():
+    # The question's vector misses p1's fact (cosine 0); the question's own fact matches it fully.
+    idx = index([("Mel", "go swim with", "kids", "p1")], [unit(1)], 3, [unit(0.8, 0, 0.6), unit(0, 1), unit(0, 0.866, 0.5)])
+    question, own_fact = unit(0, 0, 1), np.stack([unit(1)])
+    cfg = RetrievalConfig(use_graph=False, use_rpe=False, lexical_weight=0.0, answer_share=0.0, fact_key_weight=1.0)
+    # prior: p0 0.6, p1 0.0, p2 0.5; with the question's fact p1's key is 1.0 x (1.0 - 0.3) = 0.7: first.
+    on = retrieve(idx, question, own_fact, cfg.replace(query_facts=True)).ranked
+    assert [r.passage_id for r in on] == ["p1", "p0", "p2"]
+    off = retrieve(idx, question, own_fact, cfg.replace(query_facts=False)).ranked
+    assert [r.passage_id for r in off] == ["p0", "p2", "p1"]
+
+
+def test_a_method_pays_for_reading_the_question_only_when_it_uses_the_questions_facts():
+    from seem_dagster.evaluation.methods import query_encoding
+
+    off, on = RetrievalConfig(query_facts=False), RetrievalConfig(query_facts=True)
+    assert [query_encoding(off, m) for m in ("bm25", "dense", "prior", "seem", "seem+query-facts")] == [
+        "none", "vector", "vector", "vector", "full"]
+    assert [query_encoding(on, m) for m in ("prior", "prior+rpe", "prior+facts", "seem", "graph-only")] == [
+        "vector", "vector", "full", "full", "full"]
+
+
 def test_rpe_places_what_it_brings_after_the_head_and_only_turns_the_walk_reaches():
     # One session of 8 turns; the prior ranks p4, p0, p1, p2, p3, p5, p6, p7 (decreasing cosine).
     order = ["p4", "p0", "p1", "p2", "p3", "p5", "p6", "p7"]

@@ -93,6 +93,10 @@ class RetrievalConfig(Section):
     use_graph: bool = Field(True, description="seed PageRank from the question's facts (false: rank by the passage prior)")
     use_rpe: bool = Field(True, description="Reverse Provenance Expansion after ranking")
     top_facts: int = Field(5, ge=0, description="facts that seed the walk")
+    query_facts: bool = Field(
+        False, description="also match the question's own facts (read by the extractor, or by the language model when one is "
+        "configured) against the memory's facts, beside the question's vector; each query then costs a parse"
+    )
     min_fact_score: float = Field(0.3, description="a fact below this cosine with the question seeds nothing and is no key")
     fact_key_weight: float = Field(
         0.3, ge=0, description="facts as retrieval keys: a passage's prior gains this weight times its best fact's score "
@@ -228,7 +232,7 @@ class AgentConfig(Section):
     max_tokens: int = Field(512, ge=1, description="cap on each model reply's tokens")
 
 
-Method = Literal["seem", "seem-no-rpe", "seem-no-fusion", "prior", "prior+facts", "prior+rpe", "graph-only", "dense", "bm25",
+Method = Literal["seem", "seem+query-facts", "seem-no-rpe", "seem-no-fusion", "prior", "prior+facts", "prior+rpe", "graph-only", "dense", "bm25",
                  "hybrid", "hybrid+reply", "seem+properties"]
 METHODS: tuple[str, ...] = get_args(Method)
 # seem+properties is measured on request (--methods): it costs recall (docs/experiments.md).

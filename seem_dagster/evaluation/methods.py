@@ -8,6 +8,7 @@ ablation, each step adds one part of SEEM to the one before:
     seem-no-rpe     + the walk (fact seeds, personalized PageRank over that prior)
     seem-no-fusion  + RPE from the anchor's session neighbours, replies and name links (no episodes)
     seem            + the fused episodes in RPE
+    seem+query-facts + the question's own facts matched against the memory's (retrieval.query_facts)
     seem+properties + the property route: the histories of the best-matching properties (retrieval/property_route.py)
 
 ``prior+rpe`` is RPE without the fact layer; ``hybrid+reply`` gives hybrid's scores the prior's reply
@@ -98,18 +99,37 @@ def _seem_properties(config: RetrievalConfig, properties: PropertiesConfig) -> R
     return rank
 
 
+def retrieval_configs(base: RetrievalConfig) -> dict[str, RetrievalConfig]:
+    """The methods that are SEEM's retrieval with some parts off, by name."""
+    return {
+        "seem": base,
+        "seem+query-facts": base.replace(query_facts=True),
+        "seem-no-rpe": base.replace(use_rpe=False),
+        "seem-no-fusion": base.replace(rpe_scope="session"),
+        "prior": base.replace(use_graph=False, use_rpe=False, fact_key_weight=0.0),
+        "prior+facts": base.replace(use_graph=False, use_rpe=False),
+        "prior+rpe": base.replace(use_graph=False, fact_key_weight=0.0),
+        "graph-only": base.replace(passage_share=0.0),
+        "seem+properties": base,
+    }
+
+
+def query_encoding(base: RetrievalConfig, method: str) -> str:
+    """What a method's query costs before ranking: "none" (BM25), "vector" (the question's vector) or
+    "full" (the vector and the question's own facts, read by the extractor or the language model)."""
+    if method == "bm25":
+        return "none"
+    config = retrieval_configs(base).get(method)
+    if config is None or not config.query_facts or not (config.use_graph or config.fact_key_weight):
+        return "vector"
+    return "full"
+
+
 def rankers(base: RetrievalConfig, methods: Sequence[str] = METHODS, properties: PropertiesConfig | None = None) -> dict[str, Ranker]:
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
-    table: dict[str, Ranker] = {
-        "seem": _seem(base),
-        "seem-no-rpe": _seem(base.replace(use_rpe=False)),
-        "seem-no-fusion": _seem(base.replace(rpe_scope="session")),
-        "prior": _seem(base.replace(use_graph=False, use_rpe=False, fact_key_weight=0.0)),
-        "prior+facts": _seem(base.replace(use_graph=False, use_rpe=False)),
-        "prior+rpe": _seem(base.replace(use_graph=False, fact_key_weight=0.0)),
-        "graph-only": _seem(base.replace(passage_share=0.0)),
+    table: dict[str, Ranker] = {name: _seem(config) for name, config in retrieval_configs(base).items()} | {
         "dense": dense,
         "bm25": bm25,
         "hybrid": hybrid,

@@ -76,7 +76,7 @@ def markdown(results: dict) -> str:
 
 ABLATION_STEPS = (("prior", "passage prior alone"), ("prior+facts", "+ facts as keys"), ("seem-no-rpe", "+ graph walk"),
                   ("seem-no-fusion", "+ RPE (session)"), ("seem", "+ fusion (RPE over episodes)"),
-                  ("seem+properties", "+ property route"))
+                  ("seem+query-facts", "+ the question's own facts"), ("seem+properties", "+ property route"))
 
 
 def _ablation(results: dict) -> list[str]:

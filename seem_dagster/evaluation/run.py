@@ -21,7 +21,7 @@ from pathlib import Path
 
 from seem_dagster import backends
 from seem_dagster.config import Layer, Resolved, SeemConfig, resolve_standard
-from seem_dagster.evaluation.methods import ids, rankers
+from seem_dagster.evaluation.methods import ids, query_encoding, rankers
 from seem_dagster.evaluation.metrics import is_abstention, longmemeval_session_gold, normalise_locomo_evidence
 from seem_dagster.evaluation.qa import QaItem, answer_and_judge, summarise_qa
 from seem_dagster.evaluation.scoring import (
@@ -178,9 +178,6 @@ def _percentiles(values: list[float]) -> dict[str, float | None]:
 
 
 # Which query encoding a method needs before it ranks: none, the question's vector, or everything.
-_ENCODING = {"bm25": "none", "dense": "vector", "hybrid": "vector", "hybrid+reply": "vector", "prior": "vector", "prior+rpe": "vector"}
-
-
 def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
     resolved = resolved or resolve_standard()
     out = Path(run.out)
@@ -194,6 +191,8 @@ def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
     builds, build_s = _timed(lambda: build_memories(run, resolved))
     extractor, embedder = backends.extractor(config.extraction.extractor), backends.embedder(config.extraction.embedder)
     methods = rankers(config.retrieval, ev.methods, config.properties)
+    encoding = {m: query_encoding(config.retrieval, m) for m in methods}
+    read_question = "full" in encoding.values()  # else no method uses the question's facts: never parse it
     ks = list(ev.ks) if run.benchmark == "locomo" else list(LME_KS)
     budgets = list(ev.budgets) if run.benchmark == "locomo" else []
     granularities = list(dict.fromkeys(ev.granularities))
@@ -223,13 +222,12 @@ def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
                 continue
             date = q[Questions.question_date] or latest
             _, vector_s = _timed(lambda: embedder.encode([q[Questions.question]]))
-            facts = session.query_facts(q[Questions.question], date) if session else None
+            facts = (session.query_facts(q[Questions.question], date) if session else None) if read_question else []
             query, encode_s = _timed(lambda: encode_query(q[Questions.question], date, extractor, embedder, cid, facts=facts))
             for name, rank in methods.items():
                 result, rank_s = _timed(lambda: rank(index, query))
                 ranking = ids(result)
-                needs = _ENCODING.get(name, "full")
-                latencies[name].append(rank_s + {"none": 0.0, "vector": vector_s, "full": encode_s}[needs])
+                latencies[name].append(rank_s + {"none": 0.0, "vector": vector_s, "full": encode_s}[encoding[name]])
                 if name not in traced and len(latencies[name]) == TRACE_QUERIES:
                     traced[name] = _trace_peak(rank, index, query)
                 refs = [ref_of[p] for p in ranking]

@@ -126,6 +126,8 @@ def fact_keys(index: MemoryIndex, fact_scores: np.ndarray, config: RetrievalConf
 def retrieve(
     index: MemoryIndex, question: np.ndarray, query_facts: np.ndarray, config: RetrievalConfig, *, question_text: str | None = None
 ) -> RetrievalResult:
+    if not config.query_facts:
+        query_facts = query_facts[:0]
     prior = passage_prior(index, question, question_text, config)
     fact_scores = score_facts(index, question, query_facts) if config.use_graph or config.fact_key_weight else None
     if config.fact_key_weight and prior.shape[0]:
