@@ -161,3 +161,25 @@ def test_a_step_refuses_inputs_from_two_builds(tmp_path):
     assert not outcome.success
     assert "tables come from different builds" in outcome.error and "another facts than the stored one (build died-hal)" in outcome.error
     assert snapshot.read_table(facts_path).height == 3 and Facts.fact_id in snapshot.read_table(facts_path).columns
+
+
+def test_fusion_on_passage_vectors_embeds_no_summary(tmp_path):
+    """fusion.vectors = passage: the judge compares the passages' vectors, which the retrieval index
+    needs anyway, so the build embeds passages, facts and entity names, and no frame summary."""
+    from seem_dagster.embeddings.cache import HASH, text_hash
+    from seem_dagster.retrieval.index import fact_text, passage_text
+    from seem_dagster.store.cache import ConversationCache
+
+    store, instance = tmp_path / "store", DagsterInstance.ephemeral()
+    register_file(store, str(SAMPLE), "jsonl")
+    (outcome,) = build_conversations(build_defs(tree(store, {"fusion.vectors": "passage"})), [CID], instance=instance)
+    assert outcome.success, outcome.error
+    read = {name: snapshot.read_table(snapshot.table_path(store, name, CID)) for name in ("passages", "facts", "entities", "event_frames")}
+    texts = ([passage_text(s, t) for s, t in read["passages"].select("speaker", "text").iter_rows()]
+             + [fact_text(*r) for r in read["facts"].select("subject", "relation", "object").iter_rows()]
+             + read["entities"]["name"].to_list())
+    cached = set(ConversationCache(store, CID).table("embeddings", "all-MiniLM-L6-v2")[HASH].to_list())
+    assert cached == {text_hash(t) for t in texts}
+    summaries = {text_hash(s) for s in read["event_frames"]["summary"].to_list()}
+    assert summaries - cached  # the summaries differ from the passages, and none was embedded
+    assert _meta(instance, "episodes")["fusion_config"]["vectors"] == "passage"

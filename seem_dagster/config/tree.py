@@ -75,6 +75,10 @@ class FusionConfig(Section):
     link: Literal["max", "centroid"] = Field(
         "max", description="episode similarity: its closest member frame (max) or the centroid of its frames"
     )
+    vectors: Literal["passage", "summary"] = Field(
+        "passage", description="what the judge's cosine compares: the frames' passages, whose vectors the retrieval index "
+        "needs anyway, or the frames' summaries, embedded for fusion alone (a dearer build, the same recall: docs/experiments.md)"
+    )
 
 
 class SynonymConfig(Section):

@@ -1,5 +1,6 @@
-"""The episodes step: embed the frame summaries, then fuse them by the rule judge (continuing from
-the saved fusion when that gives the same episodes) or by a language model's judge and merge."""
+"""The episodes step: embed the frame summaries (or take their passages' vectors), then fuse them by
+the rule judge (continuing from the saved fusion when that gives the same episodes) or by a language
+model's judge and merge."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from seem_dagster.llm.client import LlmClient, records_as_rows
 from seem_dagster.llm.engines import get_engine
 from seem_dagster.llm.fusion import fuse_with_llm
 from seem_dagster.pipeline.embedding import cached_embedder, save_vectors
-from seem_dagster.schemas import EventFrames, LlmCalls, table
+from seem_dagster.retrieval.index import passage_text
+from seem_dagster.schemas import EventFrames, LlmCalls, Passages, table
 from seem_dagster.store.cache import ConversationCache
 
 
@@ -34,11 +36,21 @@ class EpisodesBuilt:
     llm_calls: pl.DataFrame | None = None  # the judge and merge requests, with a language model
 
 
+def frame_texts(frames: pl.DataFrame, passages: pl.DataFrame, source: str) -> list[str]:
+    """The strings whose vectors fusion compares, in frame order: the summaries, or each frame's passage
+    as the retrieval index embeds it (the same string, so the shared cache embeds it once)."""
+    if source == "summary":
+        return frames[EventFrames.summary].to_list()
+    text = {pid: passage_text(speaker, t) for pid, speaker, t in
+            passages.select(Passages.passage_id, Passages.speaker, Passages.text).iter_rows()}
+    return [text[pid] for pid in frames[EventFrames.passage_id].to_list()]
+
+
 def build_episodes(cache: ConversationCache, frames: pl.DataFrame, passages: pl.DataFrame, config: SeemConfig,
                    engine=None) -> EpisodesBuilt:
     embedder = cached_embedder(cache, config.extraction.embedder)
     started = time.perf_counter()
-    vectors = embedder.encode(frames[EventFrames.summary].to_list())
+    vectors = embedder.encode(frame_texts(frames, passages, config.fusion.vectors))
     embed_seconds = time.perf_counter() - started
     save_vectors(cache, embedder)
     items = frame_items(frames, passages, vectors)
