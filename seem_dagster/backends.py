@@ -11,11 +11,13 @@ EXTRACTORS = ("embedded",)
 
 
 @lru_cache(maxsize=None)
-def extractor(name: str = "embedded") -> Extractor:
+def extractor(name: str = "embedded", processes: int = 1) -> Extractor:
+    """``processes``: parse processes for a build's batches (extraction.parse_processes); queries parse
+    one question at a time in this process."""
     if name == "embedded":
         from seem_dagster.extraction.embedded import EmbeddedExtractor
 
-        return EmbeddedExtractor()
+        return EmbeddedExtractor(processes=processes)
     raise ValueError(f"unknown extractor {name!r}; known: {', '.join(EXTRACTORS)} (a language model is chosen with --backend or the llm resource, not here)")
 
 

@@ -118,3 +118,19 @@ def test_named_third_parties_are_participants_whatever_their_entity_label(sample
     # Places are the location, not participants: "Lena and her husband are moving from Lisbon to Porto".
     moving = next(e for e in results[by_ref["s4-08"]].events if e.action.startswith("move"))
     assert "Lena" in moving.participants and not {"Lisbon", "Porto"} & set(moving.participants)
+
+
+def test_two_parse_processes_give_the_same_extractions(sample, monkeypatch):
+    import os
+
+    from seem_dagster.extraction.embedded import EmbeddedExtractor, parse_processes
+
+    _, _, inputs, results = sample
+    cores = len(os.sched_getaffinity(0))
+    assert parse_processes(2, len(inputs), 8) == min(2, cores)  # 48 turns: six batches of 8
+    assert parse_processes(2, len(inputs), 64) == 1  # under two batches a process: not worth a fork
+    forked = EmbeddedExtractor(batch_size=8, processes=2).extract(inputs)
+    assert [r.to_json() for r in forked] == [r.to_json() for r in results]
+    # A Celery prefork worker is daemonic and may not start processes: it parses alone.
+    monkeypatch.setattr("multiprocessing.current_process", lambda: type("Daemon", (), {"daemon": True})())
+    assert parse_processes(2, len(inputs), 8) == 1

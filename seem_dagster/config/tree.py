@@ -57,6 +57,10 @@ class ExtractionConfig(Section):
         "embedded", description="extractor without a language model (a model is chosen in llm.backend)"
     )
     embedder: Literal["minilm"] = Field("minilm", description="sentence embedder for passages, frames, facts and entity names (see synonyms.embedder)")
+    parse_processes: int = Field(
+        2, ge=1, description="processes that parse a build's new turns with spaCy (the same parses in any number): at most the "
+        "cores this process may use, one per two batches of 64 turns, and 1 inside a daemonic process such as a Celery worker"
+    )
 
 
 class FusionConfig(Section):

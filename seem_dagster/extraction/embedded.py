@@ -8,9 +8,11 @@ words replaced by the speaker's name so it reads (and embeds) on its own.
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import re
 from collections.abc import Sequence
-from functools import cached_property
+from functools import lru_cache
 
 from seem_dagster.extraction import timex
 from seem_dagster.extraction.interface import Event, Fact, PassageExtraction, PassageInput
@@ -37,22 +39,40 @@ IRREGULAR_THIRD_PERSON = {"be": "is", "have": "has", "do": "does", "go": "goes"}
 CONTRACTED_THIRD_PERSON = {"'m": "is", "'re": "is", "'ve": "has", "'ll": "will"}
 
 
+@lru_cache(maxsize=None)
+def _load(model: str):
+    import spacy
+
+    return spacy.load(model)
+
+
+def parse_processes(wanted: int, texts: int, batch_size: int) -> int:
+    """How many processes parse ``texts``: spaCy forks its workers, which a daemonic process (a Celery
+    prefork worker) may not do; never more than the cores this process may use; and a worker only
+    for every two batches, since starting one costs about what parsing a batch does."""
+    if wanted <= 1 or multiprocessing.current_process().daemon:
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(wanted, cores, texts // (2 * batch_size)))
+
+
 class EmbeddedExtractor:
     name = "embedded-spacy"
     version = "4"
 
-    def __init__(self, model: str = MODEL, batch_size: int = 64):
+    def __init__(self, model: str = MODEL, batch_size: int = 64, processes: int = 1):
         self.model = model
         self.batch_size = batch_size
+        self.processes = processes  # extraction.parse_processes: a parse gives the same docs in any number
 
-    @cached_property
+    @property
     def nlp(self):
-        import spacy
-
-        return spacy.load(self.model)
+        return _load(self.model)
 
     def extract(self, batch: Sequence[PassageInput]) -> list[PassageExtraction]:
-        docs = self.nlp.pipe([inp.text for inp in batch], batch_size=self.batch_size)
+        texts = [inp.text for inp in batch]
+        n_process = parse_processes(self.processes, len(texts), self.batch_size)
+        docs = self.nlp.pipe(texts, batch_size=self.batch_size, n_process=n_process)
         return [_extract_one(inp, doc) for inp, doc in zip(batch, docs)]
 
 

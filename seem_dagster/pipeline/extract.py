@@ -35,7 +35,7 @@ class Extracted:
 
 def extract_conversations(root, tables: dict[str, pl.DataFrame], config: SeemConfig, engine=None) -> dict[str, Extracted]:
     """``tables``: conversation id -> its passages. ``engine`` replaces the configured model's (tests)."""
-    extractor = backends.extractor(config.extraction.extractor)
+    extractor = backends.extractor(config.extraction.extractor, config.extraction.parse_processes)
     if config.llm.enabled:
         return _with_llm(root, tables, config.llm, extractor, engine)
     return {cid: _embedded(ConversationCache(root, cid), passages, extractor) for cid, passages in tables.items()}
