@@ -350,7 +350,7 @@ def test_seem_eval_with_a_model_builds_answers_and_judges_then_reuses_everything
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     data, out = write_sample_as_locomo(tmp_path / "locomo_sample.json"), tmp_path / "out"
-    args = ["eval", "locomo", "--data", str(data), "--out", str(out), "--quiet", "--methods", "seem,bm25,hybrid",
+    args = ["eval", "locomo", "--data", str(data), "--out", str(out), "--quiet", "--methods", "seem,seem+query-facts,bm25,hybrid",
             "--backend", "openai", "--base-url", url, "--model", "scripted"]
     try:
         assert main(args) == 0
@@ -369,7 +369,9 @@ def test_seem_eval_with_a_model_builds_answers_and_judges_then_reuses_everything
         assert frames["extractor"].str.starts_with("llm:openai:scripted").all()
         assert "accuracy (LLM judge)" in (out / "results.md").read_text()
         first_calls = SchemaScriptedServer.calls
-        assert first_calls >= 48 + 12 + 24 + 24  # passages, query facts, answers and verdicts for two methods
+        # passages, the question's facts (for seem+query-facts; seem answers without them), answers and
+        # verdicts for the two answered methods
+        assert first_calls >= 48 + 12 + 24 + 24
         assert main(args) == 0  # memory reused, every model reply cached
         assert SchemaScriptedServer.calls == first_calls
         assert json.loads((out / "results.json").read_text())["qa"]["model_calls"] == 0

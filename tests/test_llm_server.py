@@ -115,8 +115,9 @@ def test_build_and_query_through_a_real_openai_compatible_server(llama_server, t
     assert "llm: 0 model calls, 3 cached results" in again.stdout
     assert read_table(table_path(store, "llm_calls", "pt"))[LlmCalls.calls].sum() == 0
 
+    # With the question's own facts on, the real model reads the question too (off by default: then one call).
     asked = seem("query", "--store", store, "--conversation", "pt", "--date", "2024-11-01", "--json", *llm,
-                 "When did Priya sign up for the half marathon?")
+                 "--set", "retrieval.query_facts=true", "When did Priya sign up for the half marathon?")
     assert asked.returncode == 0, asked.stderr[-2000:]
     out = json.loads(asked.stdout)
     assert [c["prompt"] for c in out["llm_calls"]] == ["query_facts", "answer"]
