@@ -91,7 +91,8 @@ def _seem_properties(config: RetrievalConfig, properties: PropertiesConfig) -> R
 
     def rank(index: MemoryIndex, query: EncodedQuery) -> RetrievalResult:
         result = seem(index, query)
-        route = property_ranking(index, query.vector, query.fact_vectors, properties)
+        own = query.fact_vectors if config.query_facts else query.fact_vectors[:0]  # as retrieve() takes them
+        route = property_ranking(index, query.vector, own, properties)
         by_id = {r.passage_id: r for r in result.ranked}
         order = fuse(ids(result), route, properties.route_weight)
         return replace(result, ranked=[by_id.get(p) or Ranked(p, 0.0, "property route") for p in order])

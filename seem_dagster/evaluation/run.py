@@ -177,7 +177,6 @@ def _percentiles(values: list[float]) -> dict[str, float | None]:
     return {"p50_ms": statistics.median(ordered) * 1000, "p95_ms": p95 * 1000}
 
 
-# Which query encoding a method needs before it ranks: none, the question's vector, or everything.
 def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
     resolved = resolved or resolve_standard()
     out = Path(run.out)

@@ -35,9 +35,7 @@ def ask(
     date = date or (as_of if as_of is not None else index.passages[Passages.timestamp].max())
     started = time.perf_counter()
     # Without query facts the question is not read at all: no parse, no model call.
-    facts = None if config.query_facts else []
-    if llm is not None and config.query_facts:
-        facts = llm.query_facts(question, date)
+    facts = (llm.query_facts(question, date) if llm is not None else None) if config.query_facts else []
     query = encode_query(question, date, extractor, embedder, index.passages[Passages.conversation_id][0], facts=facts)
     result = retrieve(index, query.vector, query.fact_vectors, config, question_text=question)
     if as_of is not None:
