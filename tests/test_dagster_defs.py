@@ -115,6 +115,53 @@ def test_build_materializes_passages_with_checks_and_readable_metadata(tmp_path)
     assert {c.check_name for c in checks} >= {"passages_schema", "questions_schema", "episodes_provenance"}
     assert all(c.passed for c in checks)
     assert pl.read_parquet(snapshot.table_path(store, "passages", "priya-tomas").path).height == 48
+    # The checks run inside the steps that write their tables: no step of their own.
+    steps = set(outcome.step_seconds)
+    assert steps == {"ingest_conversation", "extract_frames", "episodes", "build_graph", "retrieval_index", "memory"}
+    assert all(c.metadata["seconds"].value >= 0 for c in checks)
+
+
+def test_a_table_that_breaks_its_schema_fails_its_check_with_the_failure_cases():
+    from seem_dagster.defs.checks import CHECKS, run_checks
+
+    passages = pl.DataFrame({"passage_id": ["p1"], "text": ["hello"]})  # most columns missing
+    (result,) = list(run_checks({"passages": passages}))
+    assert not result.passed and result.check_name == "passages_schema" and result.asset_key.path == ["passages"]
+    assert result.metadata["failures"].value > 0 and "conversation_id" in result.metadata["failure_cases"].value
+    assert {c.name for c in CHECKS if c.asset == "passages"} == {"passages_schema"}
+
+
+@pytest.mark.slow
+def test_a_failed_blocking_check_fails_its_step_and_the_previous_memory_stays(tmp_path, monkeypatch):
+    """Fault injection (the one stand-in here): fusion made to drop each episode's first turn. The
+    episodes step stages its table, its provenance check fails, nothing downstream runs and the
+    published memory is still the previous build's."""
+    from dataclasses import replace
+
+    from seem_dagster.defs.assets import episodic
+    from seem_dagster.schemas import Episodes
+    from seem_dagster.store.manifest import read_manifest
+
+    store = tmp_path / "store"
+    registered = register_file(store, str(SAMPLE), "jsonl")
+    defs = build_defs(tree(store))
+    (first,) = build_conversations(defs, [r.conversation_id for r in registered], instance=DagsterInstance.ephemeral())
+    assert first.success, first.error
+    before = read_manifest(store, "priya-tomas")["build_id"]
+
+    real = episodic.build_episodes
+
+    def losing_a_turn(*args, **kwargs):
+        built = real(*args, **kwargs)
+        ids = pl.col(Episodes.passage_ids)
+        return replace(built, table=built.table.with_columns(pl.when(ids.list.len() > 1).then(ids.list.slice(1)).otherwise(ids)))
+
+    monkeypatch.setattr(episodic, "build_episodes", losing_a_turn)
+    (broken,) = build_conversations(defs, ["priya-tomas"], instance=DagsterInstance.ephemeral())
+    assert not broken.success
+    assert broken.error == "check episodes_provenance failed on episodes"
+    assert read_manifest(store, "priya-tomas")["build_id"] == before
+    assert "memory" not in (broken.step_seconds or {})
 
 
 @pytest.mark.slow

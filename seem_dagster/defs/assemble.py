@@ -18,7 +18,6 @@ from seem_dagster.defs.assets.graph import build_graph, retrieval_index
 from seem_dagster.defs.assets.ingest import ingest_conversation
 from seem_dagster.defs.assets.publish import memory
 from seem_dagster.defs.assets.query import retrieved_context
-from seem_dagster.defs.checks import CHECKS
 from seem_dagster.defs.executors import executor_for
 from seem_dagster.defs.jobs import build_memory, query_memory
 from seem_dagster.defs.resources import seem_resource, snapshot_io_manager
@@ -31,7 +30,6 @@ def build_defs(config: Resolved | None = None) -> Definitions:
     config = config or resolve_standard()
     return Definitions(
         assets=[ingest_conversation, extract_frames, episodes, build_graph, retrieval_index, retrieved_context, memory],
-        asset_checks=CHECKS,
         jobs=[build_memory, query_memory],
         sensors=[inbox_sensor],
         schedules=[nightly_rebuild],

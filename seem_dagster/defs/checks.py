@@ -1,24 +1,33 @@
-"""Asset checks: table schemas (blocking: nothing downstream runs on a bad table) and pointer integrity."""
+"""Asset checks: table schemas and pointer integrity, run inside the step that writes the table.
+
+Every check is blocking: a failed one fails its asset's step after the tables are staged, so nothing
+downstream runs and the memory is not published (the previous one stays). They run in their asset's
+step rather than as steps of their own: a separate check step read its table back from the store and
+cost Dagster a step, about 0.1 s each, thirteen of them a build, whatever the build's size.
+"""
 
 
+import time
 import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pandera.errors
 import polars as pl
-from dagster import AssetCheckResult, AssetCheckSeverity, AssetIn, MetadataValue, PreviewWarning, asset_check
+from dagster import AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, MetadataValue, PreviewWarning
 
 from seem_dagster.defs.metadata import markdown_table
 from seem_dagster.defs.partitions import conversations
 from seem_dagster.schemas import Entities, Episodes, EventFrames, Facts, GraphEdges, LlmCalls, Passages, Properties, Questions
 
-# Checks must be partitioned like their assets (unpartitioned ones load every partition); Dagster
+# Checks are partitioned like their assets, so each result belongs to one conversation; Dagster
 # 1.13 marks that as preview. We rely on it knowingly, so the warning is not repeated on every load.
 warnings.filterwarnings("ignore", category=PreviewWarning, message="Specifying a partitions_def on an AssetCheckSpec")
 
 
 # What a check receives: one conversation's table, or {partition: table} when its step covers a
-# range (BackfillPolicy.single_run). Not annotated as a DataFrame: Dagster would type-check the dict.
+# range (BackfillPolicy.single_run).
 Tables = Any
 
 
@@ -41,7 +50,8 @@ def schema_result(model, frame: pl.DataFrame) -> AssetCheckResult:
     try:
         model.validate(frame, lazy=True)
     except pandera.errors.SchemaErrors as err:
-        cases = pl.from_pandas(err.failure_cases) if hasattr(err.failure_cases, "to_dict") else err.failure_cases
+        # pandera's polars backend reports its failure cases as a polars frame (pandas is not installed).
+        cases = err.failure_cases if isinstance(err.failure_cases, pl.DataFrame) else pl.DataFrame(err.failure_cases)
         return AssetCheckResult(
             passed=False,
             severity=AssetCheckSeverity.ERROR,
@@ -51,36 +61,6 @@ def schema_result(model, frame: pl.DataFrame) -> AssetCheckResult:
             },
         )
     return AssetCheckResult(passed=True, metadata={"rows": MetadataValue.int(frame.height)})
-
-
-@asset_check(partitions_def=conversations, asset="passages", blocking=True, description="passages match the Passages schema (pandera)")
-def passages_schema(passages: Tables) -> AssetCheckResult:
-    return per_partition(lambda t: schema_result(Passages, t), passages)
-
-
-@asset_check(partitions_def=conversations, asset="questions", blocking=True, description="questions match the Questions schema (pandera)")
-def questions_schema(questions: Tables) -> AssetCheckResult:
-    return per_partition(lambda t: schema_result(Questions, t), questions)
-
-
-@asset_check(partitions_def=conversations, asset="llm_calls", blocking=True, description="llm_calls match the LlmCalls schema (pandera)")
-def llm_calls_schema(llm_calls: Tables) -> AssetCheckResult:
-    return per_partition(lambda t: schema_result(LlmCalls, t), llm_calls)
-
-
-@asset_check(partitions_def=conversations, asset="event_frames", blocking=True, description="event_frames match the EventFrames schema (pandera)")
-def event_frames_schema(event_frames: Tables) -> AssetCheckResult:
-    return per_partition(lambda t: schema_result(EventFrames, t), event_frames)
-
-
-@asset_check(partitions_def=conversations, asset="facts", blocking=True, description="facts match the Facts schema (pandera)")
-def facts_schema(facts: Tables) -> AssetCheckResult:
-    return per_partition(lambda t: schema_result(Facts, t), facts)
-
-
-@asset_check(partitions_def=conversations, asset="episodes", blocking=True, description="episodes match the Episodes schema (pandera)")
-def episodes_schema(episodes: Tables) -> AssetCheckResult:
-    return per_partition(lambda t: schema_result(Episodes, t), episodes)
 
 
 def provenance_result(pointers: list[str], passages: pl.DataFrame, *, cover_all: bool = False) -> AssetCheckResult:
@@ -98,66 +78,6 @@ def provenance_result(pointers: list[str], passages: pl.DataFrame, *, cover_all:
     return AssetCheckResult(passed=not dangling and not missing, metadata=metadata)
 
 
-@asset_check(
-    partitions_def=conversations,
-    asset="event_frames", blocking=True, additional_ins={"passages": AssetIn("passages")},
-    description="every frame points to an existing passage, and every passage has a frame",
-)
-def event_frames_provenance(event_frames: Tables, passages: Tables) -> AssetCheckResult:
-    return per_partition(lambda f, p: provenance_result(f[EventFrames.passage_id].to_list(), p, cover_all=True), event_frames, passages)
-
-
-@asset_check(
-    partitions_def=conversations,
-    asset="facts", blocking=True, additional_ins={"passages": AssetIn("passages")},
-    description="every fact points to an existing passage",
-)
-def facts_provenance(facts: Tables, passages: Tables) -> AssetCheckResult:
-    return per_partition(lambda f, p: provenance_result(f[Facts.passage_id].to_list(), p), facts, passages)
-
-
-@asset_check(
-    partitions_def=conversations,
-    asset="episodes", blocking=True, additional_ins={"passages": AssetIn("passages")},
-    description="every episode pointer resolves, and every passage is in an episode (fusion never loses a turn)",
-)
-def episodes_provenance(episodes: Tables, passages: Tables) -> AssetCheckResult:
-    def one(episodes, passages):
-        return provenance_result([p for ps in episodes[Episodes.passage_ids].to_list() for p in ps], passages, cover_all=True)
-
-    return per_partition(one, episodes, passages)
-
-
-@asset_check(partitions_def=conversations, asset="properties", blocking=True,
-             description="properties match the Properties schema (pandera): typed values, ordered validity, supersedes resolves")
-def properties_schema(properties: Tables) -> AssetCheckResult:
-    return per_partition(lambda t: schema_result(Properties, t), properties)
-
-
-@asset_check(
-    partitions_def=conversations,
-    asset="properties", blocking=True, additional_ins={"passages": AssetIn("passages")},
-    description="every property points to an existing passage",
-)
-def properties_provenance(properties: Tables, passages: Tables) -> AssetCheckResult:
-    return per_partition(lambda f, p: provenance_result(f[Properties.passage_id].to_list(), p), properties, passages)
-
-
-@asset_check(partitions_def=conversations, asset="entities", blocking=True, description="entities match the Entities schema (pandera)")
-def entities_schema(entities: Tables) -> AssetCheckResult:
-    return per_partition(lambda t: schema_result(Entities, t), entities)
-
-
-@asset_check(
-    partitions_def=conversations,
-    asset="graph_edges", blocking=True,
-    additional_ins={"passages": AssetIn("passages"), "entities": AssetIn("entities")},
-    description="graph_edges match the schema and every edge joins existing passage or entity nodes",
-)
-def graph_edges_integrity(graph_edges: Tables, passages: Tables, entities: Tables) -> AssetCheckResult:
-    return per_partition(_graph_edges_integrity, graph_edges, passages, entities)
-
-
 def _graph_edges_integrity(graph_edges: pl.DataFrame, passages: pl.DataFrame, entities: pl.DataFrame) -> AssetCheckResult:
     result = schema_result(GraphEdges, graph_edges)
     if not result.passed:
@@ -171,8 +91,70 @@ def _graph_edges_integrity(graph_edges: pl.DataFrame, passages: pl.DataFrame, en
     )
 
 
-CHECKS = [
-    entities_schema, graph_edges_integrity,
-    passages_schema, questions_schema, llm_calls_schema, event_frames_schema, facts_schema, episodes_schema,
-    event_frames_provenance, facts_provenance, episodes_provenance, properties_schema, properties_provenance,
-]
+def _schema(model):
+    return lambda table: schema_result(model, table)
+
+
+def _points_to_passages(column: str, *, cover_all: bool = False):
+    return lambda table, passages: provenance_result(table[column].to_list(), passages, cover_all=cover_all)
+
+
+def _episodes_provenance(episodes: pl.DataFrame, passages: pl.DataFrame) -> AssetCheckResult:
+    return provenance_result([p for ps in episodes[Episodes.passage_ids].to_list() for p in ps], passages, cover_all=True)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One blocking check of ``asset``: ``run`` takes the tables named by ``reads`` (the asset's own first)."""
+
+    name: str
+    asset: str
+    reads: tuple[str, ...]
+    run: Callable[..., AssetCheckResult]
+    description: str
+
+
+CHECKS = (
+    Check("passages_schema", "passages", ("passages",), _schema(Passages), "passages match the Passages schema (pandera)"),
+    Check("questions_schema", "questions", ("questions",), _schema(Questions), "questions match the Questions schema (pandera)"),
+    Check("event_frames_schema", "event_frames", ("event_frames",), _schema(EventFrames), "event_frames match the EventFrames schema (pandera)"),
+    Check("event_frames_provenance", "event_frames", ("event_frames", "passages"),
+          _points_to_passages(EventFrames.passage_id, cover_all=True),
+          "every frame points to an existing passage, and every passage has a frame"),
+    Check("facts_schema", "facts", ("facts",), _schema(Facts), "facts match the Facts schema (pandera)"),
+    Check("facts_provenance", "facts", ("facts", "passages"), _points_to_passages(Facts.passage_id),
+          "every fact points to an existing passage"),
+    Check("properties_schema", "properties", ("properties",), _schema(Properties),
+          "properties match the Properties schema (pandera): typed values, ordered validity, supersedes resolves"),
+    Check("properties_provenance", "properties", ("properties", "passages"), _points_to_passages(Properties.passage_id),
+          "every property points to an existing passage"),
+    Check("llm_calls_schema", "llm_calls", ("llm_calls",), _schema(LlmCalls), "llm_calls match the LlmCalls schema (pandera)"),
+    Check("episodes_schema", "episodes", ("episodes",), _schema(Episodes), "episodes match the Episodes schema (pandera)"),
+    Check("episodes_provenance", "episodes", ("episodes", "passages"), _episodes_provenance,
+          "every episode pointer resolves, and every passage is in an episode (fusion never loses a turn)"),
+    Check("entities_schema", "entities", ("entities",), _schema(Entities), "entities match the Entities schema (pandera)"),
+    Check("graph_edges_integrity", "graph_edges", ("graph_edges", "passages", "entities"), _graph_edges_integrity,
+          "graph_edges match the schema and every edge joins existing passage or entity nodes"),
+)
+
+
+def check_specs(*assets: str) -> list[AssetCheckSpec]:
+    """The specs of the checks on ``assets``, for the decorator of the asset (or multi-asset) writing them."""
+    return [AssetCheckSpec(c.name, asset=c.asset, blocking=True, description=c.description, partitions_def=conversations)
+            for c in CHECKS if c.asset in assets]
+
+
+def run_checks(written: dict[str, Tables], **inputs: Tables) -> Iterator[AssetCheckResult]:
+    """The results of every check on the tables a step ``written`` (name -> table, or {partition: table}
+    when the step covers a range); ``inputs`` are the step's inputs that checks also read (passages).
+    Each result carries the seconds it took: the cost of checking stays visible inside the step."""
+    tables = {**inputs, **written}
+    for check in CHECKS:
+        if check.asset not in written:
+            continue
+        started = time.perf_counter()
+        result = per_partition(check.run, *(tables[name] for name in check.reads))
+        yield AssetCheckResult(
+            asset_key=check.asset, check_name=check.name, passed=result.passed, severity=result.severity,
+            metadata={**result.metadata, "seconds": MetadataValue.float(round(time.perf_counter() - started, 4))},
+        )

@@ -56,14 +56,15 @@ def _cause(err) -> str:
 
 
 def _failure_message(result) -> str:
-    for event in result.all_events:
-        if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
-            return f"{event.step_key}: {_cause(event.step_failure_data.error)}"
+    # A failed blocking check fails the step that ran it: name the check, not Dagster's summary of it.
     for event in result.all_events:
         if event.event_type_value == "ASSET_CHECK_EVALUATION":
             data = event.event_specific_data
             if not data.passed:
                 return f"check {data.check_name} failed on {data.asset_key.to_user_string()}"
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
+            return f"{event.step_key}: {_cause(event.step_failure_data.error)}"
     for event in result.all_events:  # before any step: resources (a setting in run config) or the run itself
         error = getattr(event.event_specific_data, "error", None)
         if event.event_type_value in ("RESOURCE_INIT_FAILURE", "RUN_FAILURE") and error is not None:

@@ -16,6 +16,7 @@ from dagster import (
 )
 
 from seem_dagster.config import SeemConfig
+from seem_dagster.defs.checks import check_specs, run_checks
 from seem_dagster.defs.metadata import markdown_table, table_metadata
 from seem_dagster.defs.partitions import conversations
 from seem_dagster.pipeline.episodes import build_episodes
@@ -62,6 +63,7 @@ LLM_POOL = "llm"
     # conversations runs as one step, so vLLM gets every passage of the range in one batch.
     pool=LLM_POOL,
     backfill_policy=BackfillPolicy.single_run(),
+    check_specs=check_specs("event_frames", "facts", "properties", "llm_calls"),
 )
 def extract_frames(context: AssetExecutionContext, passages, seem: ResourceParam[SeemConfig]):
     keys = list(context.partition_keys)
@@ -105,7 +107,8 @@ def extract_frames(context: AssetExecutionContext, passages, seem: ResourceParam
             "with_time": MetadataValue.int(all_facts.filter(pl.col(Facts.time).is_not_null()).height),
         },
     )
-    yield _properties_output({k: b.properties for k, b in built.items()}, value)
+    properties = {k: b.properties.table for k, b in built.items()}
+    yield _properties_output(properties, [b.properties.history for b in built.values()], value)
     prompt_tokens, completion_tokens = int(all_calls[LlmCalls.prompt_tokens].sum() or 0), int(all_calls[LlmCalls.completion_tokens].sum() or 0)
     fresh = all_calls.filter(~pl.col(LlmCalls.cached)).height
     yield Output(
@@ -128,12 +131,12 @@ def extract_frames(context: AssetExecutionContext, passages, seem: ResourceParam
             ),
         },
     )
+    yield from run_checks({"event_frames": value(frames), "facts": value(facts), "properties": value(properties),
+                           "llm_calls": value(calls)}, passages=passages)
 
 
-def _properties_output(built: dict, value) -> Output:
-    tables = {k: b.table for k, b in built.items()}
+def _properties_output(tables: dict, history: list, value) -> Output:
     everything = pl.concat(list(tables.values()))
-    history = list(built.values())
     return Output(
         value(tables),
         output_name="properties",
@@ -145,10 +148,10 @@ def _properties_output(built: dict, value) -> Output:
             "by_dtype": MetadataValue.json(dict(everything.group_by(Properties.dtype).len().sort(Properties.dtype).iter_rows())),
             # Against the last build with the same settings: rows are content-addressed, so a new
             # session appends rows and closes superseded ones; withdrawn > 0 means the input changed.
-            "appended": MetadataValue.int(sum(h.history.appended for h in history)),
-            "closed": MetadataValue.int(sum(h.history.closed for h in history)),
-            "kept": MetadataValue.int(sum(h.history.kept for h in history)),
-            "withdrawn": MetadataValue.int(sum(h.history.withdrawn for h in history)),
+            "appended": MetadataValue.int(sum(h.appended for h in history)),
+            "closed": MetadataValue.int(sum(h.closed for h in history)),
+            "kept": MetadataValue.int(sum(h.kept for h in history)),
+            "withdrawn": MetadataValue.int(sum(h.withdrawn for h in history)),
         },
     )
 
@@ -160,6 +163,7 @@ def _properties_output(built: dict, value) -> Output:
     pool=LLM_POOL,
     kinds=KINDS | {"pytorch"},
     io_manager_key="snapshot_io_manager",
+    check_specs=check_specs("episodes"),
     description="Episodes: frames fused by the associative judge (summary embeddings, shared participants, "
     "time) or, with a language model, by its same-event judge and merge prompts; each points to every "
     "passage of one event across sessions.",
@@ -171,7 +175,7 @@ def episodes(context: AssetExecutionContext, event_frames: pl.DataFrame, passage
     session_of = dict(zip(passages[Passages.passage_id].to_list(), passages[Passages.session_index].to_list()))
     cross = [len({session_of[p] for p in pids}) > 1 for pids in table[Episodes.passage_ids].to_list()]
     sample = _sample_markdown(table, passages, cross)
-    return Output(
+    yield Output(
         table,
         metadata={
             **table_metadata(table, [Episodes.summary, Episodes.first_time, Episodes.last_time]),
@@ -194,6 +198,7 @@ def episodes(context: AssetExecutionContext, event_frames: pl.DataFrame, passage
             **(_llm_fusion_metadata(built.llm_calls) if built.llm_calls is not None else {}),
         },
     )
+    yield from run_checks({"episodes": table}, passages=passages)
 
 
 def _llm_fusion_metadata(calls: pl.DataFrame) -> dict:

@@ -4,6 +4,7 @@ import polars as pl
 from dagster import AssetExecutionContext, AssetIn, AssetOut, MetadataValue, Output, ResourceParam, asset, multi_asset
 
 from seem_dagster.config import SeemConfig
+from seem_dagster.defs.checks import check_specs, run_checks
 from seem_dagster.defs.metadata import table_metadata
 from seem_dagster.defs.partitions import conversations
 from seem_dagster.pipeline.graph import build_graph as graph_step
@@ -17,7 +18,7 @@ KINDS = {"parquet", "polars"}
 
 @multi_asset(
     partitions_def=conversations,
-    ins={"facts": AssetIn()},
+    ins={"facts": AssetIn(), "passages": AssetIn()},
     outs={
         "entities": AssetOut(
             description="Entities named by facts, merged on their normalised name (aliases kept), with the passages they appear in.",
@@ -29,8 +30,9 @@ KINDS = {"parquet", "polars"}
             group_name=GROUP, kinds=KINDS | {"igraph"}, io_manager_key="snapshot_io_manager",
         ),
     },
+    check_specs=check_specs("entities", "graph_edges"),
 )
-def build_graph(context: AssetExecutionContext, facts: pl.DataFrame, seem: ResourceParam[SeemConfig]):
+def build_graph(context: AssetExecutionContext, facts: pl.DataFrame, passages: pl.DataFrame, seem: ResourceParam[SeemConfig]):
     built = graph_step(ConversationCache(seem.store.root, context.partition_key), facts, seem)
     entities, edges = built.entities, built.edges
     counts = edges.group_by(GraphEdges.kind).len().sort(GraphEdges.kind)
@@ -54,6 +56,7 @@ def build_graph(context: AssetExecutionContext, facts: pl.DataFrame, seem: Resou
             "synonym_config": MetadataValue.json(seem.synonyms.model_dump()),
         },
     )
+    yield from run_checks({"entities": entities, "graph_edges": edges}, passages=passages)
 
 
 @asset(

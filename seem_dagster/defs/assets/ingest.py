@@ -5,6 +5,7 @@ import polars as pl
 from dagster import AssetExecutionContext, AssetOut, MetadataValue, Output, ResourceParam, multi_asset
 
 from seem_dagster.config import SeemConfig
+from seem_dagster.defs.checks import check_specs, run_checks
 from seem_dagster.defs.metadata import table_metadata
 from seem_dagster.defs.partitions import conversations
 from seem_dagster.ingest import load_input
@@ -33,6 +34,7 @@ GROUP = "ingest"
             io_manager_key="snapshot_io_manager",
         ),
     },
+    check_specs=check_specs("passages", "questions"),
 )
 def ingest_conversation(context: AssetExecutionContext, seem: ResourceParam[SeemConfig]):
     conversation_id = context.partition_key
@@ -73,3 +75,4 @@ def ingest_conversation(context: AssetExecutionContext, seem: ResourceParam[Seem
             SOURCE_RECORD: record,
         },
     )
+    yield from run_checks({"passages": passages, "questions": questions})
