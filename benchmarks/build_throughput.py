@@ -109,7 +109,6 @@ def rows(figures: dict) -> dict[str, float]:
     steps = figures["steps"]
     for step in STEPS:
         out[f"  step {step}"] = sum(s for k, s in steps.items() if k == step)
-    out["  asset checks (their steps)"] = sum(s for k, s in steps.items() if k not in STEPS)
     out["  Dagster overhead (runs - steps)"] = figures["runs"] - sum(steps.values())
     for key, label in PARTS.items():
         out[label] = figures["parts"].get(key, 0.0)
