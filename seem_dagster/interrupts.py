@@ -8,6 +8,12 @@ build is published whole or not at all. Exit codes follow the shell's: 128 + the
 
 Dagster points SIGTERM at its own SIGINT handler while a run executes, so which signal came is read
 from ``signal.set_wakeup_fd``, which the interpreter writes for every signal before any handler runs.
+
+A Python signal handler's exception can be lost: when the signal lands while the interpreter runs a
+callback whose exceptions it only prints (a weakref or import-lock callback, a ``__del__``), the
+build would go on as if nothing came. So the wakeup record is also checked where it matters:
+``stop_if_received()`` before every table is written and before a publish, and by the runner after
+each run, so a signal that was swallowed still stops the build at the next table and publishes nothing.
 """
 
 from __future__ import annotations
@@ -83,6 +89,13 @@ def received(wait: float = 1.0) -> int | None:
     if not _received:
         _arrived.wait(wait)
     return _received[-1] if _received else None
+
+
+def stop_if_received(what: str = "") -> None:
+    """Raise ``Interrupted`` if this process got SIGINT or SIGTERM since ``install()`` (even one whose
+    handler's exception was swallowed); nothing when ``install()`` was not called (the daemon, tests)."""
+    if _installed and _received:
+        raise Interrupted(_received[-1], what)
 
 
 @contextlib.contextmanager

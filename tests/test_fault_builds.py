@@ -168,6 +168,38 @@ def test_item8_a_signal_during_a_build_stops_it_promptly_and_publishes_nothing(s
     assert not (tmp_path / "out" / "results.json").exists()
 
 
+SWALLOWING_BUILD = """
+import os, signal, sys, time
+from seem_dagster import cli
+from seem_dagster.defs.assets import episodic
+
+real = episodic.build_episodes
+
+class Swallowed:  # a signal that lands in a callback whose exceptions Python only prints, as in an import lock's
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)
+
+def build_episodes(*args, **kw):
+    Swallowed()
+    return real(*args, **kw)
+
+episodic.build_episodes = build_episodes
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_item8_a_signal_whose_handler_exception_is_swallowed_still_stops_the_build_before_it_publishes(tmp_path):
+    chat, store = write_jsonl(tmp_path / "chat.jsonl", [message(), message(text="We named her Miso.")]), tmp_path / "store"
+    out = subprocess.run([sys.executable, "-c", SWALLOWING_BUILD, "build", "--input", str(chat), "--store", str(store), "--quiet"],
+                         env=env_without_dagster_home(), capture_output=True, text=True, timeout=600)
+    assert "Exception ignored" in out.stderr  # the handler's exception was lost, as in the CI failure this reproduces
+    assert out.returncode == 130, out.stderr
+    assert out.stderr.strip().splitlines()[-1].startswith("seem: error: interrupted by SIGINT"), out.stderr
+    assert "nothing of it was published" in out.stderr
+    assert read_manifest(store, "c1") is None
+
+
 def test_item3_a_rebuild_started_from_another_folder_finds_a_relatively_named_input(tmp_path, monkeypatch):
     (tmp_path / "in").mkdir()
     write_jsonl(tmp_path / "in" / "good.jsonl", [message(), message(text="We named her Miso.")])

@@ -17,6 +17,7 @@ import polars as pl
 from dagster import InputContext, IOManager, MetadataValue, OutputContext
 from upath import UPath
 
+from seem_dagster import interrupts
 from seem_dagster.config import SeemConfig
 from seem_dagster.pipeline.stages import SOURCE_ASSETS, SOURCE_RECORD, stage_config
 from seem_dagster.store import builds, snapshot
@@ -75,6 +76,7 @@ class ParquetSnapshotIOManager(IOManager):
     def handle_output(self, context: OutputContext, obj) -> None:
         partitions = self._partitions(context)
         name = context.asset_key.to_user_string()
+        interrupts.stop_if_received(f"{name} was not written")  # a signal whose handler's exception was swallowed
         # A run over a partition range (BackfillPolicy.single_run) hands over {partition: table}.
         if len(partitions) > 1 and (not isinstance(obj, dict) or set(obj) != set(partitions)):
             raise TypeError(f"{name}: a run over {len(partitions)} partitions must output a dict with one table per partition")

@@ -38,6 +38,7 @@ def run_state(instance):
 def memory(context: AssetExecutionContext, seem: ResourceParam[SeemConfig]):
     chain = build_chain(context.run, context.instance)
     for partition in context.partition_keys:
+        interrupts.stop_if_received(f"{partition} was not published")
         with interrupts.deferred():  # a signal now takes effect once the manifest is written, not half-way
             done = publish(seem.store.root, partition, chain, MEMORY_TABLES, optional=QUERY_TABLES,
                            run_state=run_state(context.instance))
