@@ -97,6 +97,61 @@ def test_fsspec_url_store_round_trip():
     assert [p.name for p in (root / "passages").iterdir()] == [path.name]
 
 
+def _vectors(keys: list[str], dim: int = 4) -> pl.DataFrame:
+    return pl.DataFrame({"text_hash": keys, "vector": [[float(len(k))] * dim for k in keys]},
+                        schema={"text_hash": pl.String(), "vector": pl.Array(pl.Float32(), dim)})
+
+
+@pytest.mark.parametrize("root", ["local", "memory://seem-test-cache"])
+def test_a_growing_cache_is_appended_in_segments_and_folded_back(root, tmp_path):
+    from seem_dagster.store.cache import COMPACT_AT, ConversationCache
+
+    cache = ConversationCache(tmp_path if root == "local" else UPath(root), "conv/1")
+    path = cache.path("embeddings", "m")
+    parts = path.parent / (path.name[: -len(snapshot.EXTENSION)] + ".parts")
+    assert cache.table("embeddings", "m") is None
+    written = []
+    for i in range(COMPACT_AT - 1):  # each append writes only its own rows
+        cache.append_rows("embeddings", "m", _vectors([f"k{i}", "shared"]), "text_hash")
+        written += [f"k{i}", "shared"]
+        assert not path.exists() and len(list(parts.iterdir())) == i + 1
+        assert cache.table("embeddings", "m")["text_hash"].to_list() == written
+    cache.append_rows("embeddings", "m", _vectors(["last"]), "text_hash")  # the COMPACT_AT-th: folded into the table
+    assert list(parts.iterdir()) == []
+    folded = cache.table("embeddings", "m")
+    assert folded["text_hash"].to_list() == sorted({*written, "last"})  # the repeated key once
+    assert folded.equals(snapshot.read_table(path))
+    cache.append_rows("embeddings", "m", _vectors(["after"]), "text_hash")
+    assert cache.table("embeddings", "m")["text_hash"].to_list() == [*folded["text_hash"].to_list(), "after"]
+    cache.append_rows("embeddings", "m", _vectors([]), "text_hash")  # nothing new: nothing written
+    assert len(list(parts.iterdir())) == 1
+
+
+def test_a_segment_removed_by_a_concurrent_compaction_is_skipped_not_an_error(tmp_path, monkeypatch):
+    from seem_dagster.store import cache as cache_module
+
+    cache = cache_module.ConversationCache(tmp_path, "c1")
+    cache.append_rows("embeddings", "m", _vectors(["a"]), "text_hash")
+    cache.append_rows("embeddings", "m", _vectors(["b"]), "text_hash")
+    listed = cache_module.ConversationCache._segments(cache.path("embeddings", "m"))
+    listed[0].unlink()  # gone between the listing and the read, as a compaction in another run does
+    monkeypatch.setattr(cache_module.ConversationCache, "_segments", staticmethod(lambda path: listed))
+    assert cache.table("embeddings", "m")["text_hash"].to_list() == ["b"]
+
+
+def test_vectors_are_written_without_a_dictionary_and_other_columns_with_one(tmp_path):
+    import pyarrow.parquet as pq
+
+    path = UPath(tmp_path / "v.parquet")
+    frame = _vectors([f"k{i}" for i in range(50)]).with_columns(ids=pl.lit(["a", "b"]), score=pl.lit(0.5))
+    snapshot.write_table(path, frame, {})
+    meta = pq.ParquetFile(path.path).metadata.row_group(0)
+    encodings = {meta.column(i).path_in_schema: meta.column(i).encodings for i in range(meta.num_columns)}
+    assert "RLE_DICTIONARY" not in encodings["vector.list.element"] and "RLE_DICTIONARY" not in encodings["score"]
+    assert "RLE_DICTIONARY" in encodings["text_hash"] and "RLE_DICTIONARY" in encodings["ids.list.element"]
+    assert snapshot.read_table(path).equals(frame)
+
+
 WRITER = textwrap.dedent(
     """
     import sys, polars as pl

@@ -53,9 +53,10 @@ class CachedEmbedder:
     def added(self) -> int:
         return len(self._new)
 
-    def table(self) -> pl.DataFrame:
-        """Every vector known (old and new), to persist as the cache for the next run."""
-        keys = sorted(self._vectors)
+    def table(self, new_only: bool = False) -> pl.DataFrame:
+        """Every vector known (old and new), or only those embedded since this cache was loaded (what
+        the next run does not have yet)."""
+        keys = sorted(self._new if new_only else self._vectors)
         matrix = np.stack([self._vectors[k] for k in keys]) if keys else np.zeros((0, self.dim), dtype=np.float32)
         return pl.DataFrame(
             {HASH: keys, VECTOR: matrix}, schema={HASH: pl.String(), VECTOR: pl.Array(pl.Float32(), self.dim)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from seem_dagster import backends
 from seem_dagster.embeddings import CachedEmbedder
+from seem_dagster.embeddings.cache import HASH
 from seem_dagster.store.cache import ConversationCache
 
 KIND = "embeddings"
@@ -16,5 +17,6 @@ def cached_embedder(cache: ConversationCache, name: str) -> CachedEmbedder:
 
 
 def save_vectors(cache: ConversationCache, embedder: CachedEmbedder) -> None:
+    """Only the vectors this step embedded are written (the cache is appended to, not rewritten)."""
     if embedder.added:
-        cache.put_table(KIND, embedder.name, embedder.table())
+        cache.append_rows(KIND, embedder.name, embedder.table(new_only=True), HASH)

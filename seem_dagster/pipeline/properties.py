@@ -29,6 +29,7 @@ def build_properties(cache: ConversationCache, facts: pl.DataFrame, passages: pl
     only compared with one made the same way."""
     name = f"{extractor}-vocabulary-v{vocabulary.VERSION}"
     table = derive_properties(facts, passages, stated)
-    history = compare(cache.table(KIND, name), table)
-    cache.put_table(KIND, name, table)
+    before = cache.table(KIND, name)
+    history = compare(before, table)
+    cache.put_table(KIND, name, table, stored=before)  # an unchanged table is not written again
     return PropertiesBuilt(table, history)

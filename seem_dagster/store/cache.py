@@ -3,21 +3,33 @@
 ``<root>/_cache/<kind>/<name>/<conversation stem>.parquet``. Per conversation, so parallel runs of
 different partitions never write the same file; written atomically like every snapshot. This is the
 one adapter the pipeline steps read and write their caches through.
+
+A cache that only grows (vectors by text hash) is appended to instead of rewritten: ``append_rows``
+writes the new rows as a segment beside the table (``<stem>.parts/<time>-<id>.parquet``) and, once
+there are ``COMPACT_AT`` segments, folds them into the table and removes them. Readers take the table
+and every segment; a segment that a concurrent compaction removed between the listing and the read
+is skipped (its rows are in the table by then, or the next read finds them there; at worst a text is
+embedded again: these are caches, never the memory).
 """
 
 from __future__ import annotations
 
 import re
+import time
+import uuid
 
 import polars as pl
 from upath import UPath
 
 from seem_dagster.store.keys import file_stem
-from seem_dagster.store.snapshot import EXTENSION, as_root, read_table, write_table
+from seem_dagster.store.files import TEMP_PREFIX
+from seem_dagster.store.snapshot import EXTENSION, SnapshotError, as_root, read_table, write_table
 
 FOLDER = "_cache"
 KEY = "key"
 VALUE = "value"
+PARTS = ".parts"
+COMPACT_AT = 8  # segments beside a table before they are folded into it
 
 
 class ConversationCache:
@@ -30,8 +42,46 @@ class ConversationCache:
         return self.root / FOLDER / kind / safe / (file_stem(self.conversation_id) + EXTENSION)
 
     def table(self, kind: str, name: str) -> pl.DataFrame | None:
+        """The table with any appended segments after it (``append_rows``)."""
         path = self.path(kind, name)
-        return read_table(path) if path.exists() else None
+        segments = self._segments(path)  # listed before the table is read: see the module's note
+        frames = [read_table(path)] if path.exists() else []
+        frames += [f for f in (self._read_segment(p) for p in segments) if f is not None]
+        if not frames:
+            return None
+        return frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical_relaxed")
+
+    def append_rows(self, kind: str, name: str, rows: pl.DataFrame, key: str) -> None:
+        """Add ``rows`` to a cache that only grows, writing only them (a segment); rows whose ``key``
+        is already cached may repeat and are dropped when the segments are folded into the table."""
+        if not rows.height:
+            return
+        path = self.path(kind, name)
+        segment = path.parent / (path.name[: -len(EXTENSION)] + PARTS) / f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}{EXTENSION}"
+        write_table(segment, rows, {"cache": True, "segment": True})
+        segments = self._segments(path)
+        if len(segments) >= COMPACT_AT:
+            whole = self.table(kind, name)
+            write_table(path, whole.unique(subset=key, keep="first", maintain_order=True).sort(key), {"cache": True})
+            for p in segments:  # only those folded in: a segment written meanwhile stays
+                p.unlink(missing_ok=True)
+
+    @staticmethod
+    def _segments(path: UPath) -> list[UPath]:
+        folder = path.parent / (path.name[: -len(EXTENSION)] + PARTS)
+        if not folder.exists():
+            return []
+        return sorted((p for p in folder.iterdir() if p.name.endswith(EXTENSION) and not p.name.startswith(TEMP_PREFIX)),
+                      key=lambda p: p.name)
+
+    @staticmethod
+    def _read_segment(path: UPath) -> pl.DataFrame | None:
+        try:
+            return read_table(path)
+        except SnapshotError:
+            if path.exists():
+                raise
+            return None  # folded into the table by a concurrent compaction
 
     def put_table(self, kind: str, name: str, frame: pl.DataFrame, *, stored: pl.DataFrame | None = None) -> None:
         """``stored``: what the caller read from this cache entry; an unchanged table is not written again
