@@ -21,6 +21,8 @@ COPY deploy ./deploy
 RUN pip install ".[celery,k8s,s3,vllm]" && mkdir -p "$DAGSTER_HOME" && cp deploy/dagster.yaml "$DAGSTER_HOME/"
 RUN useradd --create-home --uid 10001 seem && chown -R seem "$DAGSTER_HOME"
 USER seem
+# The entity names' static embedding table (synonyms.embedder), distilled once from MiniLM into the image.
+RUN python -c "from seem_dagster import backends; backends.embedder('minilm-static').encode(['warm'])"
 EXPOSE 3030
 CMD ["dagster", "api", "grpc", "--host", "0.0.0.0", "--port", "3030", "--module-name", "seem_dagster.definitions"]
 
@@ -38,5 +40,7 @@ COPY deploy ./deploy
 RUN pip install ".[celery,k8s,s3]" && mkdir -p "$DAGSTER_HOME" && cp deploy/dagster.yaml "$DAGSTER_HOME/"
 RUN useradd --create-home --uid 10001 seem && chown -R seem "$DAGSTER_HOME"
 USER seem
+# The entity names' static embedding table (synonyms.embedder), distilled once from MiniLM into the image.
+RUN python -c "from seem_dagster import backends; backends.embedder('minilm-static').encode(['warm'])"
 EXPOSE 3030
 CMD ["dagster", "api", "grpc", "--host", "0.0.0.0", "--port", "3030", "--module-name", "seem_dagster.definitions"]

@@ -122,6 +122,24 @@ def test_pagerank_ranks_the_passage_of_the_seed_fact_first():
     assert scores == sorted(scores, reverse=True)
 
 
+def test_seem_no_synonyms_walks_the_same_memory_without_its_synonym_edges():
+    # p1's only entity is "guitars"; the synonym edge guitar~guitars is the walk's way from the seed to it.
+    f = facts([("Ann", "play", "guitar", "p0"), ("Bo", "sell", "guitars", "p1"), ("Cy", "cook", "pasta", "p2")])
+    p = passages(3)
+    vectors = pl.concat([embeddings_frame(PASSAGE, p["passage_id"].to_list(), np.stack([unit(0, 0, 0, 1)] * 3), "hand", DIM),
+                         embeddings_frame(FACT, f["fact_id"].to_list(), np.stack([unit(1, 0), unit(0, 1), unit(0, 0, 1)]), "hand", DIM)])
+    synonym = (entity_id("c", "guitar"), entity_id("c", "guitars"), 0.9)
+    idx = MemoryIndex.from_tables(p, f, entities_from_facts(f), episodes([["p0"], ["p1"], ["p2"]]), graph_edges(f, [synonym]), vectors)
+    cfg = RetrievalConfig(top_facts=1, use_rpe=False, lexical_weight=0.0, fact_key_weight=0.0)
+    query = (idx, unit(1, 0), np.zeros((0, DIM), np.float32))
+    walked = {r.passage_id: r.score for r in retrieve(*query, cfg).ranked}
+    without = {r.passage_id: r.score for r in retrieve(*query, cfg.replace(use_synonyms=False)).ranked}
+    assert walked["p1"] > walked["p2"]  # reached through the synonym edge
+    assert without["p1"] == pytest.approx(without["p2"])  # no way from the seed to either
+    assert idx.graph.walked(False).vcount() == idx.graph.graph.vcount()  # the same vertices, one edge fewer
+    assert idx.graph.walked(False).ecount() == idx.graph.graph.ecount() - 1
+
+
 def test_passages_the_walk_reaches_equally_are_ordered_by_their_prior_every_time():
     # p1 and p2 each tune the seed's guitar with a person of their own: their PageRank is equal in exact
     # arithmetic, and prpack returns it with ~1e-14 of run-to-run noise, which must not decide the

@@ -89,8 +89,9 @@ class SynonymConfig(Section):
     threshold: float = Field(0.8, description="entity names with cosine at least this get a synonym edge")
     max_per_node: int = Field(100, ge=0, description="synonym edges per entity at most")
     embedder: Literal["extraction", "minilm-static"] = Field(
-        "extraction", description="embedder of entity names: the extraction's (extraction.embedder) or minilm-static, a "
-        "static table distilled once from the installed MiniLM (faster build, other recall: docs/experiments.md)"
+        "minilm-static", description="embedder of entity names: minilm-static, a static table distilled once (about 20 s, "
+        "kept in ~/.cache/seem-dagster) from the installed MiniLM, or the extraction's (extraction.embedder): the same "
+        "recall on both benchmarks for a fifth of the build's time (docs/experiments.md)"
     )
 
 
@@ -100,6 +101,8 @@ class RetrievalConfig(Section):
 
     use_graph: bool = Field(True, description="seed PageRank from the question's facts (false: rank by the passage prior)")
     use_rpe: bool = Field(True, description="Reverse Provenance Expansion after ranking")
+    use_synonyms: bool = Field(True, description="the walk follows the synonym edges between entity names (false: the "
+                               "ablation seem-no-synonyms, same memory)")
     top_facts: int = Field(5, ge=0, description="facts that seed the walk")
     query_facts: bool = Field(
         False, description="also match the question's own facts (read by the extractor, or by the language model when one is "
@@ -240,8 +243,8 @@ class AgentConfig(Section):
     max_tokens: int = Field(512, ge=1, description="cap on each model reply's tokens")
 
 
-Method = Literal["seem", "seem+query-facts", "seem-no-rpe", "seem-no-fusion", "prior", "prior+facts", "prior+rpe", "graph-only", "dense", "bm25",
-                 "hybrid", "hybrid+reply", "seem+properties"]
+Method = Literal["seem", "seem+query-facts", "seem-no-rpe", "seem-no-fusion", "seem-no-synonyms", "prior", "prior+facts", "prior+rpe",
+                 "graph-only", "dense", "bm25", "hybrid", "hybrid+reply", "seem+properties"]
 METHODS: tuple[str, ...] = get_args(Method)
 # seem+properties is measured on request (--methods): it costs recall (docs/experiments.md).
 DEFAULT_METHODS: tuple[str, ...] = tuple(m for m in METHODS if m != "seem+properties")

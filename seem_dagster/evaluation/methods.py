@@ -11,7 +11,8 @@ ablation, each step adds one part of SEEM to the one before:
     seem+query-facts + the question's own facts matched against the memory's (retrieval.query_facts)
     seem+properties + the property route: the histories of the best-matching properties (retrieval/property_route.py)
 
-``prior+rpe`` is RPE without the fact layer; ``hybrid+reply`` gives hybrid's scores the prior's reply
+``seem-no-synonyms`` is ``seem`` walking the same graph without its synonym edges between entity
+names; ``prior+rpe`` is RPE without the fact layer; ``hybrid+reply`` gives hybrid's scores the prior's reply
 share, so no heuristic of the prior is counted as structure.
 """
 
@@ -107,6 +108,7 @@ def retrieval_configs(base: RetrievalConfig) -> dict[str, RetrievalConfig]:
         "seem+query-facts": base.replace(query_facts=True),
         "seem-no-rpe": base.replace(use_rpe=False),
         "seem-no-fusion": base.replace(rpe_scope="session"),
+        "seem-no-synonyms": base.replace(use_synonyms=False),
         "prior": base.replace(use_graph=False, use_rpe=False, fact_key_weight=0.0),
         "prior+facts": base.replace(use_graph=False, use_rpe=False),
         "prior+rpe": base.replace(use_graph=False, fact_key_weight=0.0),

@@ -77,6 +77,8 @@ def markdown(results: dict) -> str:
 ABLATION_STEPS = (("prior", "passage prior alone"), ("prior+facts", "+ facts as keys"), ("seem-no-rpe", "+ graph walk"),
                   ("seem-no-fusion", "+ RPE (session)"), ("seem", "+ fusion (RPE over episodes)"),
                   ("seem+query-facts", "+ the question's own facts"), ("seem+properties", "+ property route"))
+# Parts measured by taking them away from seem (same memory), listed after the chain.
+ABLATION_WITHOUT = (("seem-no-synonyms", "seem without the synonym edges"),)
 
 
 def _ablation(results: dict) -> list[str]:
@@ -85,6 +87,7 @@ def _ablation(results: dict) -> list[str]:
     steps = [(name, label) for name, label in ABLATION_STEPS if name in methods]
     if len(steps) < 2:
         return []
+    steps += [(name, label) for name, label in ABLATION_WITHOUT if name in methods]
     if results["benchmark"] == "locomo":
         cuts = [k for k in ("recall@5", "recall@10", "recall@25") if k in next(iter(methods.values()))]
         k10 = "recall@10" if "recall@10" in cuts else cuts[0]
@@ -107,8 +110,8 @@ def _ablation(results: dict) -> list[str]:
 
         head = [f"{g} {m}" for g, m in cols] + [f"turn recall_all@10 {t}" for t in types]
     base = row(steps[0][0])
-    lines = ["", "Ablation, each row one part more than the row above (same memory, same run; in brackets: the change "
-             "from the passage prior):", "", "| step | method | " + " | ".join(head) + " |", "|" + "---|" * (len(head) + 2)]
+    lines = ["", "Ablation, each row one part more than the row above, then seem with one part taken away (same memory, "
+             "same run; in brackets: the change from the passage prior):", "", "| step | method | " + " | ".join(head) + " |", "|" + "---|" * (len(head) + 2)]
     for name, label in steps:
         cells = [_fmt(v) if name == steps[0][0] or v is None or b is None else f"{_fmt(v)} ({v - b:+.3f})"
                  for v, b in zip(row(name), base)]

@@ -40,6 +40,17 @@ class MemoryGraph:
     graph: ig.Graph  # (igraph is imported when a graph is first built: a build never needs it)
     index: dict[str, int]  # node id -> vertex index
     passage_ids: list[str]  # vertices 0..len-1, in this order
+    _without_synonyms: ig.Graph | None = None
+
+    def walked(self, synonyms: bool = True) -> ig.Graph:
+        """The graph the walk runs on: all of it, or without the synonym edges (same vertices), the
+        ablation of the synonym part on the same memory."""
+        if synonyms:
+            return self.graph
+        if self._without_synonyms is None:
+            keep = [e.index for e in self.graph.es if e["kind"] != SYNONYM]
+            self._without_synonyms = self.graph.subgraph_edges(keep, delete_vertices=False)
+        return self._without_synonyms
 
 
 def to_igraph(passages: pl.DataFrame, entity_ids: Sequence[str], edges: pl.DataFrame) -> MemoryGraph:

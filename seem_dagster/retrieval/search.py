@@ -137,7 +137,7 @@ def retrieve(
     if seeds:
         reset = reset_vector(index, seeds, prior, config)
         pr = np.array(
-            index.graph.graph.personalized_pagerank(
+            index.graph.walked(config.use_synonyms).personalized_pagerank(
                 directed=False, damping=config.damping, reset=reset.tolist(), weights="weight", implementation="prpack"
             )
         )[: len(ids)]

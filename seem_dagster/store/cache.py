@@ -21,8 +21,8 @@ import uuid
 import polars as pl
 from upath import UPath
 
-from seem_dagster.store.keys import file_stem
 from seem_dagster.store.files import TEMP_PREFIX
+from seem_dagster.store.keys import file_stem
 from seem_dagster.store.snapshot import EXTENSION, SnapshotError, as_root, read_table, write_table
 
 FOLDER = "_cache"
