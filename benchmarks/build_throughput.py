@@ -13,7 +13,7 @@ are loaded and warmed first, so neither side pays for loading them. Peak RSS is 
 ``--profile N`` also runs the build under cProfile and prints the N most expensive functions by
 cumulative time (slower; the figures above come from the run without it). ``--set`` changes a setting
 of the build as `seem build --set` does; ``--versus`` builds a second time with that setting changed
-(e.g. ``--versus synonyms.embedder=minilm-static``), in the same process, and prints both columns.
+(e.g. ``--versus synonyms.embedder=extraction``), in the same process, and prints both columns.
 The dense baseline is timed before and after the builds, and their mean is the reference.
 """
 
@@ -33,7 +33,7 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "loc
 # The step-reported parts: (step, metadata key) -> label.
 PARTS = {
     ("event_frames", "seconds"): "  extraction (spaCy + rules + properties)",
-    ("episodes", "embed_seconds"): "  frame summaries embedded",
+    ("episodes", "embed_seconds"): "  fusion's vectors embedded (passages or summaries)",
     ("episodes", "fuse_seconds"): "  fusion",
     ("graph_edges", "synonym_seconds"): "  synonym edges",
     ("retrieval_index", "seconds"): "  passages + facts embedded",

@@ -165,7 +165,8 @@ def test_a_step_refuses_inputs_from_two_builds(tmp_path):
 
 def test_fusion_on_passage_vectors_embeds_no_summary(tmp_path):
     """fusion.vectors = passage: the judge compares the passages' vectors, which the retrieval index
-    needs anyway, so the build embeds passages, facts and entity names, and no frame summary."""
+    needs anyway, so the build embeds passages and facts with MiniLM (entity names go through the
+    static table, synonyms.embedder), and no frame summary."""
     from seem_dagster.embeddings.cache import HASH, text_hash
     from seem_dagster.retrieval.index import fact_text, passage_text
     from seem_dagster.store.cache import ConversationCache
@@ -176,10 +177,10 @@ def test_fusion_on_passage_vectors_embeds_no_summary(tmp_path):
     assert outcome.success, outcome.error
     read = {name: snapshot.read_table(snapshot.table_path(store, name, CID)) for name in ("passages", "facts", "entities", "event_frames")}
     texts = ([passage_text(s, t) for s, t in read["passages"].select("speaker", "text").iter_rows()]
-             + [fact_text(*r) for r in read["facts"].select("subject", "relation", "object").iter_rows()]
-             + read["entities"]["name"].to_list())
+             + [fact_text(*r) for r in read["facts"].select("subject", "relation", "object").iter_rows()])
     cached = set(ConversationCache(store, CID).table("embeddings", "all-MiniLM-L6-v2")[HASH].to_list())
     assert cached == {text_hash(t) for t in texts}
+    assert {text_hash(n) for n in read["entities"]["name"].to_list()} - cached  # names are not MiniLM's
     summaries = {text_hash(s) for s in read["event_frames"]["summary"].to_list()}
     assert summaries - cached  # the summaries differ from the passages, and none was embedded
     assert _meta(instance, "episodes")["fusion_config"]["vectors"] == "passage"

@@ -147,3 +147,31 @@ def test_a_manifest_cannot_point_outside_the_store(tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(snapshot.SnapshotError, match="outside the store"):
         read(tmp_path)
+
+
+def test_a_manifest_replaced_while_it_is_read_is_read_again(tmp_path, monkeypatch):
+    """s3fs raises FileExpired when a publish replaces the manifest between the reader's look-up and
+    its read; the reader reads again and gets the new manifest, never an error."""
+    from upath import UPath
+
+    store = UPath(tmp_path)
+    memory(tmp_path, "b1", 3)
+    builds.publish(tmp_path, CID, ["b1"], REQUIRED)
+    path = manifest_path(store, CID)
+    real, calls = type(path).read_bytes, []
+
+    class FileExpired(OSError):  # s3fs.utils.FileExpired, without s3fs
+        pass
+
+    def expiring_once(self):
+        calls.append(self)
+        if len(calls) == 1:
+            raise FileExpired(16, "The remote file no longer exists")
+        return real(self)
+
+    monkeypatch.setattr(type(path), "read_bytes", expiring_once)
+    assert read_manifest(store, CID)["build_id"] == "b1"
+    assert len(calls) == 2
+    monkeypatch.setattr(type(path), "read_bytes", lambda self: (_ for _ in ()).throw(PermissionError(13, "denied")))
+    with pytest.raises(PermissionError):  # any other error is not retried
+        read_manifest(store, CID)

@@ -49,7 +49,7 @@ def read_manifest(root, conversation_id: str) -> dict | None:
     """The published manifest, or None when the conversation has never been published."""
     path = manifest_path(root, conversation_id)
     try:
-        data = json.loads(path.read_bytes())
+        data = json.loads(_read_current(path))
     except FileNotFoundError:
         return None
     except ValueError as err:
@@ -57,6 +57,19 @@ def read_manifest(root, conversation_id: str) -> dict | None:
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("tables"), dict):
         raise SnapshotError(f"{path}: not a manifest of format {FORMAT}; rebuild the conversation")
     return data
+
+
+def _read_current(path, attempts: int = 5) -> bytes:
+    """The manifest's bytes. On an object store a publish can replace the manifest between the
+    reader's look-up of the object and its read (s3fs then raises FileExpired: the version it looked
+    up is gone); reading again gives the new manifest, which is whole."""
+    for attempt in range(attempts):
+        try:
+            return path.read_bytes()
+        except OSError as err:
+            if type(err).__name__ != "FileExpired" or attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def write_manifest(root, conversation_id: str, manifest: dict) -> None:
