@@ -208,6 +208,8 @@ def _run_each(job, recon, ids: list[str], *, instance, progress, log_level, run_
         iterator = tqdm(ids, desc="building", unit="conversation")
     outcomes = []
     for cid in iterator:
+        interrupts.stop_if_received(f"stopped before the build of {cid}; {sum(o.success for o in outcomes)} of {len(ids)} "
+                                    "conversations built")  # a signal swallowed between two runs
         config = {"loggers": {"console": {"config": {"log_level": log_level}}}, **(run_config or {})}
         if recon is None:
             result = job.execute_in_process(instance=instance, partition_key=cid, raise_on_error=False, run_config=config,
