@@ -12,8 +12,8 @@ from ``signal.set_wakeup_fd``, which the interpreter writes for every signal bef
 A Python signal handler's exception can be lost: when the signal lands while the interpreter runs a
 callback whose exceptions it only prints (a weakref or import-lock callback, a ``__del__``), the
 build would go on as if nothing came. So the wakeup record is also checked where it matters:
-``stop_if_received()`` before every table is written and before a publish, and by the runner after
-each run, so a signal that was swallowed still stops the build at the next table and publishes nothing.
+``stop_if_received()`` before every table is written, before a publish and by the runner before each
+conversation, so a signal that was swallowed still stops the build at the next table and publishes nothing.
 """
 
 from __future__ import annotations

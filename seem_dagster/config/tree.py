@@ -91,7 +91,7 @@ class SynonymConfig(Section):
     embedder: Literal["extraction", "minilm-static"] = Field(
         "minilm-static", description="embedder of entity names: minilm-static, a static table distilled once (about 20 s, "
         "kept in ~/.cache/seem-dagster) from the installed MiniLM, or the extraction's (extraction.embedder): the same "
-        "recall on both benchmarks for a fifth of the build's time (docs/experiments.md)"
+        "recall on both benchmarks for a fifth to a quarter of the graph step's time (docs/experiments.md)"
     )
 
 

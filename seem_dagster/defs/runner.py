@@ -225,10 +225,6 @@ def _run_each(job, recon, ids: list[str], *, instance, progress, log_level, run_
                 done = sum(o.success for o in outcomes)
                 raise interrupts.Interrupted(signum, f"the build of {cid} was stopped and nothing of it was published "
                                                      f"(its memory is the last complete build); {done} of {len(ids)} conversations built")
-        if result.success:  # a signal that came after the publish, or whose handler's exception was swallowed
-            done = sum(o.success for o in outcomes) + 1
-            interrupts.stop_if_received(f"the build of {cid} was published before the signal took effect; "
-                                        f"{done} of {len(ids)} conversations built")
         steps = {
             e.step_key: e.event_specific_data.duration_ms / 1000
             for e in result.all_events
