@@ -121,22 +121,34 @@ def cmd_build(args: argparse.Namespace) -> int:
         return _fail(f"{args.input}: no conversation with a non-empty turn to build", EXIT_INPUT)
     from seem_dagster.defs.assemble import build_defs
     from seem_dagster.defs.runner import build_conversations, default_log_dir
-    from seem_dagster.registry import absolute
+    from seem_dagster.registry import absolute, why_rebuild
 
+    # An unchanged conversation whose memory is current would be rebuilt into the same memory: each
+    # step reuses its tables, but a run still costs seconds (a nightly corpus, most of an hour).
+    current = set() if args.rebuild else {r.conversation_id for r in registered
+                                          if r.status == "unchanged" and why_rebuild(store, r.conversation_id, config) is None}
+    todo = [r for r in registered if r.conversation_id not in current]
     source = {"seem/source": absolute(args.input)}
-    try:
-        outcomes = build_conversations(build_defs(resolved), [r.conversation_id for r in registered], progress=not args.quiet,
-                                       config=resolved, log_dir=default_log_dir(store), tags={r.conversation_id: source for r in registered})
-    except ConfigError as err:  # an executor that cannot run here (its extra missing, no shared instance)
-        return _fail(str(err), EXIT_INPUT)
-    failed = [o for o in outcomes if not o.success]
-    for reg, outcome in zip(registered, outcomes):
+    outcomes = {}
+    if todo:
+        try:
+            done = build_conversations(build_defs(resolved), [r.conversation_id for r in todo], progress=not args.quiet,
+                                       config=resolved, log_dir=default_log_dir(store), tags={r.conversation_id: source for r in todo})
+        except ConfigError as err:  # an executor that cannot run here (its extra missing, no shared instance)
+            return _fail(str(err), EXIT_INPUT)
+        outcomes = {o.conversation_id: o for o in done}
+    for reg in registered:
         excluded = f"; {reg.excluded} turns by other speakers left out (ingest.only_speakers)" if reg.excluded else ""
+        if reg.conversation_id in current:
+            print(f"{reg.conversation_id}: {reg.passages} passages (unchanged{excluded}; its memory is current: not rebuilt, "
+                  "--rebuild to build it anyway)")
+            continue
         print(f"{reg.conversation_id}: {reg.passages} passages ({reg.status}{excluded})")
-        summary = _llm_summary(store, reg.conversation_id) if outcome.success else None
+        summary = _llm_summary(store, reg.conversation_id) if outcomes[reg.conversation_id].success else None
         if summary:
             print(summary)
     print(f"store: {Path(store).resolve() if '://' not in store else store}")
+    failed = [o for o in outcomes.values() if not o.success]
     if failed:
         first = failed[0]
         return _fail(f"{len(failed)} of {len(outcomes)} conversations failed; {first.conversation_id}: {first.error} "
@@ -431,6 +443,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--conversation", action="append", metavar="ID", help="only this conversation (repeatable)")
     b.add_argument("--questions", help="JSONL questions for a JSONL input (see README)")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
+    b.add_argument("--rebuild", action="store_true", help="build every conversation, even one whose input is unchanged and "
+                   "whose published memory was made with the current settings and code (skipped otherwise)")
     _add_config_flags(b, BUILD_FLAGS)
     b.set_defaults(func=cmd_build)
 

@@ -1,16 +1,21 @@
 """Register an input file's conversations in a store: validate the whole file, then record sources.
 
-Shared by ``seem build`` and the inbox sensor, so both decide "new / changed / unchanged" alike.
+Shared by ``seem build`` and the inbox sensor, so both decide "new / changed / unchanged" alike; and
+whether a conversation's published memory is what a build would make now (``why_rebuild``), so
+``seem build``, the nightly schedule and ``seem eval`` skip the same conversations.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from seem_dagster.config import IngestConfig
-from seem_dagster.ingest import load_input
-from seem_dagster.store.sources import Source, register
+from seem_dagster.config import IngestConfig, SeemConfig
+from seem_dagster.ingest import InputError, load_input
+from seem_dagster.pipeline.stages import MEMORY_TABLES, stage_config
+from seem_dagster.store.snapshot import SnapshotError, check_consistent, read_footers
+from seem_dagster.store.sources import Source, pending_path, published_source, read_source, register
 
 EMPTY = "empty"
 
@@ -73,3 +78,51 @@ def absolute(path) -> str:
     """A local path made absolute and resolved (a rebuild may start from any folder); a URL as given."""
     text = str(path)
     return text if "://" in text else str(Path(text).resolve())
+
+
+def why_rebuild(root, conversation_id: str, config: SeemConfig) -> str | None:
+    """None when the published memory is what ``config`` would build from its registered source: no
+    other registration waits for a build, every table is there and all come from one build, and each
+    was made with the stage settings and code versions of now. Else why a build is needed. (Whether
+    the input file changed since is ``inputs_changed``'s question.) A published memory passed every
+    blocking check: a failed check fails its step, and nothing of that build is published."""
+    if pending_path(root, conversation_id).exists():
+        return "a registration is waiting for its build"
+    try:
+        footers = read_footers(root, conversation_id, MEMORY_TABLES)
+        check_consistent(conversation_id, footers)
+        source = read_source(root, conversation_id).to_json()
+    except (SnapshotError, FileNotFoundError) as err:
+        return str(err)
+    for asset, footer in footers.items():
+        if footer.get("stage") != json.loads(json.dumps(stage_config(asset, config, source))):
+            return f"{asset} was built with other settings or code"
+    return None
+
+
+def inputs_changed(root, conversation_ids: list[str]) -> dict[str, str]:
+    """The conversations whose input file no longer holds what their published memory was built
+    from, each with why (changed content, gone from the file, or a file that cannot be read: its
+    build then reports the error). Each file is read once, however many conversations it holds."""
+    groups: dict[tuple, list[tuple[str, Source]]] = {}
+    out: dict[str, str] = {}
+    for cid in conversation_ids:
+        source = published_source(root, cid)
+        if source is None:
+            out[cid] = "no published memory"
+            continue
+        key = (source.path, source.format, source.questions_path, json.dumps(source.ingest.model_dump(mode="json"), sort_keys=True))
+        groups.setdefault(key, []).append((cid, source))
+    for (path, fmt, questions, _), members in groups.items():
+        try:
+            parsed = {c.conversation_id: c.fingerprint
+                      for c in load_input(path, fmt, members[0][1].ingest, questions=questions, emptied=[])}
+        except (InputError, OSError) as err:
+            out |= {cid: f"{path} cannot be read as it was: {err}" for cid, _ in members}
+            continue
+        for cid, source in members:
+            if cid not in parsed:
+                out[cid] = f"{path} no longer holds it (or every turn is now empty)"
+            elif parsed[cid] != source.fingerprint:
+                out[cid] = f"{path} changed since its last build"
+    return out

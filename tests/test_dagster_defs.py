@@ -86,12 +86,55 @@ def test_inbox_sensor_reports_a_bad_file_and_registers_nothing_from_it(tmp_path)
     assert not (store / "_sources" / "carol.json").exists()
 
 
-def test_schedule_requests_a_rebuild_of_every_partition():
+def _tick(instance, settings):
+    context = build_schedule_context(instance=instance, scheduled_execution_time=datetime(2026, 1, 2, 3), resources={"seem": settings})
+    return nightly_rebuild(context)
+
+
+def test_schedule_requests_a_rebuild_of_every_partition_without_a_published_memory(tmp_path):
+    settings = tree(tmp_path / "store").config
     with instance_for_test() as instance:
-        assert nightly_rebuild(build_schedule_context(instance=instance, scheduled_execution_time=datetime(2026, 1, 2, 3))).skip_message
+        assert _tick(instance, settings).skip_message
         instance.add_dynamic_partitions(conversations.name, ["a", "b", "c"])
-        requests = nightly_rebuild(build_schedule_context(instance=instance, scheduled_execution_time=datetime(2026, 1, 2, 3)))
+        requests = _tick(instance, settings)
     assert sorted(r.partition_key for r in requests) == ["a", "b", "c"]
+
+
+@pytest.mark.slow
+def test_schedule_and_build_skip_only_conversations_whose_memory_is_current(tmp_path, capsys):
+    """Unchanged input and a memory made with the current settings: no run, from the schedule or
+    `seem build`. A changed setting, a grown input file or a waiting registration: a run each."""
+    from seem_dagster.cli import main
+    from seem_dagster.store.manifest import read_manifest
+
+    store, log = tmp_path / "store", tmp_path / "chats.jsonl"
+    rows = [message(conversation_id="alice"), message(conversation_id="bob", speaker="Ben", text="I started a new job at the bakery.")]
+    write_jsonl(log, rows)
+    settings = tree(store).config
+    registered = register_file(store, str(log), "jsonl")
+    outcomes = build_conversations(build_defs(tree(store)), [r.conversation_id for r in registered], instance=DagsterInstance.ephemeral())
+    assert all(o.success for o in outcomes), [o.error for o in outcomes]
+    built = {cid: read_manifest(store, cid)["build_id"] for cid in ("alice", "bob")}
+    with instance_for_test() as instance:
+        instance.add_dynamic_partitions(conversations.name, ["alice", "bob"])
+        assert "all 2 conversations' memories are current" in _tick(instance, settings).skip_message
+        other = tree(store, {"fusion.threshold": 0.8}).config
+        assert sorted(r.partition_key for r in _tick(instance, other)) == ["alice", "bob"]
+
+        assert main(["build", "--input", str(log), "--store", str(store), "--quiet"]) == 0
+        out = capsys.readouterr().out
+        assert "alice: 1 passages (unchanged; its memory is current: not rebuilt" in out and "bob: 1 passages (unchanged;" in out
+        assert {cid: read_manifest(store, cid)["build_id"] for cid in built} == built  # nothing was built
+
+        write_jsonl(log, rows + [message(conversation_id="bob", speaker="Ben", session_id="s2", timestamp="2024-03-09T10:00:00",
+                                         text="Day two at the bakery.")])
+        assert [r.partition_key for r in _tick(instance, settings)] == ["bob"]
+        register_file(store, str(log), "jsonl")  # bob's registration now waits for its build
+        write_jsonl(log, rows)  # even with the file as it was, the waiting registration is built
+        assert [r.partition_key for r in _tick(instance, settings)] == ["bob"]
+
+        assert main(["build", "--input", str(log), "--store", str(store), "--quiet", "--conversation", "alice", "--rebuild"]) == 0
+        assert "alice: 1 passages (unchanged)" in capsys.readouterr().out
 
 
 @pytest.mark.slow

@@ -110,7 +110,7 @@ def test_build_and_query_through_a_real_openai_compatible_server(llama_server, t
     print(f"\nfirst build: {first.stdout.strip()}")
     print(calls.select(LlmCalls.status, LlmCalls.calls, LlmCalls.prompt_tokens, LlmCalls.completion_tokens, LlmCalls.error))
 
-    again = seem("build", "--input", str(chat), "--store", store, "--quiet", *llm)
+    again = seem("build", "--input", str(chat), "--store", store, "--quiet", "--rebuild", *llm)
     assert again.returncode == 0, again.stderr[-2000:]
     assert "llm: 0 model calls, 3 cached results" in again.stdout
     assert read_table(table_path(store, "llm_calls", "pt"))[LlmCalls.calls].sum() == 0

@@ -1,13 +1,38 @@
-from dagster import RunRequest, ScheduleEvaluationContext, SkipReason, schedule
+"""The nightly rebuild: every conversation whose memory a build would change.
 
+A conversation is rebuilt when its input file changed, a registration waits for its build, its
+published memory is missing or mixed, or a setting or code version of a stage differs from the
+code location's (``registry.why_rebuild``, ``registry.inputs_changed``). The others would be rebuilt
+into the same memory, at seconds a run: they are skipped, and the tick's log says how many and why
+the rest run. To rebuild everything regardless, launch a backfill of all partitions.
+"""
+
+from dagster import ResourceParam, RunRequest, ScheduleEvaluationContext, SkipReason, schedule
+
+from seem_dagster.config import SeemConfig
 from seem_dagster.defs.jobs import build_memory
 from seem_dagster.defs.partitions import conversations
+from seem_dagster.registry import inputs_changed, why_rebuild
 
 
-@schedule(job=build_memory, cron_schedule="0 3 * * *", description="Nightly rebuild of every conversation's memory.")
-def nightly_rebuild(context: ScheduleEvaluationContext):
+@schedule(job=build_memory, cron_schedule="0 3 * * *",
+          description="Nightly rebuild of every conversation whose input, settings or code changed since its memory was built.")
+def nightly_rebuild(context: ScheduleEvaluationContext, seem: ResourceParam[SeemConfig]):
     keys = context.instance.get_dynamic_partitions(conversations.name)
     if not keys:
         return SkipReason("no conversations yet")
+    root = seem.store.root
+    reasons = inputs_changed(root, keys)
+    for key in keys:
+        if key not in reasons:
+            reason = why_rebuild(root, key, seem)
+            if reason is not None:
+                reasons[key] = reason
+    for key in keys:
+        if key in reasons:
+            context.log.info(f"{key}: rebuilt ({reasons[key]})")
+    if not reasons:
+        return SkipReason(f"all {len(keys)} conversations' memories are current")
+    context.log.info(f"{len(reasons)} of {len(keys)} conversations to rebuild; {len(keys) - len(reasons)} current, skipped")
     stamp = context.scheduled_execution_time.strftime("%Y-%m-%d")
-    return [RunRequest(partition_key=key, run_key=f"rebuild:{stamp}:{key}") for key in keys]
+    return [RunRequest(partition_key=key, run_key=f"rebuild:{stamp}:{key}") for key in keys if key in reasons]

@@ -35,15 +35,15 @@ from seem_dagster.evaluation.scoring import (
 )
 from seem_dagster.ingest.longmemeval import session_of
 from seem_dagster.llm.session import LlmSession
-from seem_dagster.pipeline.stages import MEMORY_TABLES, stage_config
+from seem_dagster.pipeline.stages import MEMORY_TABLES
+from seem_dagster.registry import why_rebuild
 from seem_dagster.retrieval.context import build_context
 from seem_dagster.retrieval.lexical import Bm25
 from seem_dagster.retrieval.load import load_index
 from seem_dagster.retrieval.query import encode_query
 from seem_dagster.schemas import Passages, Questions
 from seem_dagster.store.files import write_bytes_atomic
-from seem_dagster.store.snapshot import SnapshotError, check_consistent, read_footers, read_table, table_path
-from seem_dagster.store.sources import read_source
+from seem_dagster.store.snapshot import read_footers, read_table, table_path
 
 BENCHMARKS = ("locomo", "longmemeval")
 TRACE_QUERIES = 20  # queries per method traced for memory (tracemalloc slows them; not timed)
@@ -108,22 +108,17 @@ def _build_record_path(store: str, conversation_id: str):
 
 
 def memory_is_current(store: str, conversation_id: str, config: SeemConfig) -> str | None:
-    """None when the stored memory is what ``config`` would build now, by a build that passed every
-    blocking check (only those leave an evaluation record); else why not."""
-    try:
-        footers = read_footers(store, conversation_id, MEMORY_TABLES)
-        check_consistent(conversation_id, footers)
-        source = read_source(store, conversation_id).to_json()
-    except (SnapshotError, FileNotFoundError) as err:
-        return str(err)
+    """None when the stored memory is what ``config`` would build now (``registry.why_rebuild``) and
+    an evaluation build made it (only those leave the record whose stage timings are carried over);
+    else why not."""
+    reason = why_rebuild(store, conversation_id, config)
+    if reason is not None:
+        return reason
     record_path = _build_record_path(store, conversation_id)
     record = json.loads(record_path.read_text()) if record_path.exists() else {}
-    builds = {f.get("build_id") for f in footers.values()}
+    builds = {f.get("build_id") for f in read_footers(store, conversation_id, MEMORY_TABLES).values()}
     if builds != {record.get("build_id")}:
         return "no evaluation build made these tables (a failed build, or one outside `seem eval`)"
-    for asset, footer in footers.items():
-        if footer.get("stage") != json.loads(json.dumps(stage_config(asset, config, source))):
-            return f"{asset} was built with other settings or code"
     return None
 
 
