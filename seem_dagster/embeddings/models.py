@@ -28,7 +28,11 @@ def _package_dir(package: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-PAD_TO = 16  # tokens: padded lengths are multiples of this (few batches, little padding)
+# Tokens: every padded length is a multiple of this. With none (each text at its own length), a
+# short text's vector differed in its last bits alone and in a batch (the matrix products take other
+# kernels for a few rows); 8 and 16 keep them bit for bit, and 8 pads facts and names (5-15 tokens)
+# half as much: MiniLM on LongMemEval's facts a third faster, its turns 8%.
+PAD_TO = 8
 
 
 class MiniLMEmbedder:
