@@ -135,6 +135,8 @@ def test_schedule_and_build_skip_only_conversations_whose_memory_is_current(tmp_
 
         assert main(["build", "--input", str(log), "--store", str(store), "--quiet", "--conversation", "alice", "--rebuild"]) == 0
         assert "alice: 1 passages (unchanged)" in capsys.readouterr().out
+        log.unlink()  # an input file that is gone: its runs are requested, and fail naming it
+        assert sorted(r.partition_key for r in _tick(instance, settings)) == ["alice", "bob"]
 
 
 @pytest.mark.slow
