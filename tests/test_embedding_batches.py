@@ -26,7 +26,7 @@ def test_a_text_gets_the_same_vector_alone_in_any_batch_and_in_any_order():
     assert np.array_equal(MiniLMEmbedder(batch_size=64).encode([TEXTS[i] for i in order]), together[order])
 
 
-def test_the_unpadded_vectors_are_minilms_padded_ones_to_the_last_bits():
+def test_the_vectors_are_minilms_usual_ones_to_the_last_bits():
     """The model's usual way (the batch padded to its longest text, padding masked out of the mean)."""
     import torch
 

@@ -22,15 +22,13 @@ def nightly_rebuild(context: ScheduleEvaluationContext, seem: ResourceParam[Seem
     if not keys:
         return SkipReason("no conversations yet")
     root = seem.store.root
-    reasons = inputs_changed(root, keys)
+    changed = inputs_changed(root, keys)
+    reasons = {}
     for key in keys:
-        if key not in reasons:
-            reason = why_rebuild(root, key, seem)
-            if reason is not None:
-                reasons[key] = reason
-    for key in keys:
-        if key in reasons:
-            context.log.info(f"{key}: rebuilt ({reasons[key]})")
+        reason = changed.get(key) or why_rebuild(root, key, seem)
+        if reason is not None:
+            reasons[key] = reason
+            context.log.info(f"{key}: rebuilt ({reason})")
     if not reasons:
         return SkipReason(f"all {len(keys)} conversations' memories are current")
     context.log.info(f"{len(reasons)} of {len(keys)} conversations to rebuild; {len(keys) - len(reasons)} current, skipped")

@@ -28,10 +28,10 @@ def _package_dir(package: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-# Tokens: every padded length is a multiple of this. With none (each text at its own length), a
-# short text's vector differed in its last bits alone and in a batch (the matrix products take other
-# kernels for a few rows); 8 and 16 keep them bit for bit, and 8 pads facts and names (5-15 tokens)
-# half as much: MiniLM on LongMemEval's facts a third faster, its turns 8%.
+# Tokens: every padded length is a multiple of this. Unpadded, a short text's vector differs in its
+# last bits alone and in a batch (the matrix products take other kernels for a few rows); a multiple
+# of 8 keeps them equal (tests/test_embedding_batches.py) and pads facts and entity names (5-15
+# tokens) half as much as 16 did.
 PAD_TO = 8
 
 
