@@ -1,5 +1,8 @@
 """The embedded extractor on the real spaCy pipeline: roles, speaker resolution, absolute time, facts."""
 
+import logging
+import os
+import signal
 from datetime import datetime
 
 import polars as pl
@@ -121,16 +124,47 @@ def test_named_third_parties_are_participants_whatever_their_entity_label(sample
 
 
 def test_two_parse_processes_give_the_same_extractions(sample, monkeypatch):
-    import os
-
     from seem_dagster.extraction.embedded import EmbeddedExtractor, parse_processes
 
     _, _, inputs, results = sample
     cores = len(os.sched_getaffinity(0))
     assert parse_processes(2, len(inputs), 8) == min(2, cores)  # 48 turns: six batches of 8
-    assert parse_processes(2, len(inputs), 64) == 1  # under two batches a process: not worth a fork
-    forked = EmbeddedExtractor(batch_size=8, processes=2).extract(inputs)
-    assert [r.to_json() for r in forked] == [r.to_json() for r in results]
+    assert parse_processes(2, len(inputs), 24) == min(2, cores)  # two batches, one a process
+    assert parse_processes(2, len(inputs), 64) == 1  # one batch: one process's task
+    extractor = EmbeddedExtractor(batch_size=8, processes=2)
+    try:
+        forked = extractor.extract(inputs)
+        assert [r.to_json() for r in forked] == [r.to_json() for r in results]
+        if cores >= 2:
+            # The workers outlive the call: the next conversation's batches go to the same processes.
+            workers = extractor._pool.pids()
+            assert len(workers) == 2
+            assert [r.to_json() for r in extractor.extract(inputs[:16])] == [r.to_json() for r in results[:16]]
+            assert extractor._pool.pids() == workers
+    finally:
+        extractor.close()
     # A Celery prefork worker is daemonic and may not start processes: it parses alone.
     monkeypatch.setattr("multiprocessing.current_process", lambda: type("Daemon", (), {"daemon": True})())
     assert parse_processes(2, len(inputs), 8) == 1
+
+
+def test_a_parse_worker_killed_loses_no_passage(sample, caplog):
+    from seem_dagster.extraction.embedded import EmbeddedExtractor
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one core: the extraction never starts workers")
+    _, _, inputs, results = sample
+    extractor = EmbeddedExtractor(batch_size=8, processes=2)
+    try:
+        extractor.extract(inputs[:16])
+        killed = extractor._pool.pids()
+        for pid in killed:
+            os.kill(pid, signal.SIGKILL)
+        with caplog.at_level(logging.WARNING, logger="seem_dagster.extraction.parse_pool"):
+            again = extractor.extract(inputs)
+        assert "a parse worker died" in caplog.text
+        assert [r.to_json() for r in again] == [r.to_json() for r in results]  # all 48, in this process
+        extractor.extract(inputs[:16])  # the next build starts new workers
+        assert extractor._pool.pids() and not set(extractor._pool.pids()) & set(killed)
+    finally:
+        extractor.close()

