@@ -59,7 +59,7 @@ class ExtractionConfig(Section):
     embedder: Literal["minilm"] = Field("minilm", description="sentence embedder for passages, frames, facts and entity names (see synonyms.embedder)")
     parse_processes: int = Field(
         2, ge=1, description="processes that parse and extract a build's new turns (the same extractions in any number): "
-        "workers started by the first build with two batches of 64 new turns and kept for the process; at most the cores "
+        "workers started by the first build with two or more batches of 64 new turns, kept for the process; at most the cores "
         "this process may use, and none inside a daemonic process such as a Celery worker"
     )
 
