@@ -5,6 +5,7 @@ polling the store all along; and the property that any split of the sessions bui
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -166,6 +167,52 @@ def test_item8_a_signal_during_a_build_stops_it_promptly_and_publishes_nothing(s
     assert "nothing of it was published" in err
     assert read_manifest(store, "q0") is None and not (store / "_builds" / "q1").exists()  # stopped, and no next conversation
     assert not (tmp_path / "out" / "results.json").exists()
+
+
+
+def _children(pid: int) -> set[int]:
+    """Every thread's children (a process forked from a step's thread is listed under that thread)."""
+    found = set()
+    for path in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError):
+            found |= {int(c) for c in path.read_text().split()}
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"  # a zombie has exited; only its parent's reaping is left
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or not Path("/proc/self/task").exists(),
+                    reason="the extraction forks its workers only with two cores; /proc lists them")
+def test_item8_a_signal_while_the_extraction_workers_parse_stops_them_with_the_build(tmp_path):
+    # 320 new turns: five batches of 64, so the build forks its two extraction workers.
+    rows = [message(speaker=("Ana", "Ben")[i % 2], session_id=f"s{i // 40}", timestamp=f"2024-03-{1 + i // 40:02d}T19:{i % 40:02d}:00",
+                    text=f"On day {i} I walked to the market with Lena and bought {i % 7 + 2} green apples for the pie.")
+            for i in range(320)]
+    chat, store = write_jsonl(tmp_path / "chat.jsonl", rows), tmp_path / "store"
+    proc = subprocess.Popen([SEEM, "build", "--input", str(chat), "--store", str(store), "--quiet"], env=env_without_dagster_home(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 600
+    while len(workers := _children(proc.pid)) < 2:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGINT)  # as Ctrl-C in a terminal: the build and its workers get it
+    sent = time.monotonic()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert time.monotonic() - sent < 10, f"{time.monotonic() - sent:.1f} s to stop"
+    assert err.strip().splitlines()[-1].startswith("seem: error: interrupted by SIGINT") and "nothing of it was published" in err
+    assert "ForkProcess" not in err  # no worker's traceback reaches the user
+    assert read_manifest(store, "c1") is None
+    deadline = time.monotonic() + 10
+    while [p for p in workers if _alive(p)]:
+        assert time.monotonic() < deadline, f"extraction workers {workers} outlived the build"
+        time.sleep(0.05)
 
 
 SWALLOWING_BUILD = """
