@@ -3,6 +3,7 @@
 import logging
 import os
 import signal
+import threading
 from datetime import datetime
 
 import polars as pl
@@ -132,9 +133,12 @@ def test_two_parse_processes_give_the_same_extractions(sample, monkeypatch):
     assert parse_processes(2, len(inputs), 24) == min(2, cores)  # two batches, one a process
     assert parse_processes(2, len(inputs), 64) == 1  # one batch: one process's task
     extractor = EmbeddedExtractor(batch_size=8, processes=2)
+    threads = threading.active_count()
     try:
         forked = extractor.extract(inputs)
         assert [r.to_json() for r in forked] == [r.to_json() for r in results]
+        # No helper thread: garbage collected there would close Dagster's SQLite connections in the wrong thread.
+        assert threading.active_count() == threads
         if cores >= 2:
             # The workers outlive the call: the next conversation's batches go to the same processes.
             workers = extractor._pool.pids()

@@ -6,9 +6,16 @@ workers are forked once, with the pipeline already loaded, and each runs the who
 batch (parse, rules, dates), so the rules run on both cores too and no parsed document is copied
 back: only the extractions are. A batch's extractions are the same in any process.
 
-A worker ignores SIGINT and SIGTERM: the main process decides how a build stops (see interrupts).
-A pool whose worker died is dropped and the batch extracted in this process: nothing is lost, the
-next build starts a new pool.
+No thread is started in this process: batches go out and results come back over one pipe per worker,
+all in the calling thread. (A pool with a helper thread, as concurrent.futures has, lets Python's
+garbage collector run in that thread, and Dagster's SQLite connections then refuse to close there.)
+
+A worker ignores SIGINT, which a terminal sends to the whole process group: the main process decides
+how a build stops (see interrupts), and an interrupt kills the workers with their queued batches.
+SIGTERM ends a worker quietly. A
+worker that dies is noticed at once (its pipe closes): the pool is dropped and the batches extracted
+in this process, so nothing is lost; the next build starts new workers. Workers are daemonic, so they
+end with this process.
 """
 
 from __future__ import annotations
@@ -16,9 +23,10 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import signal
+import traceback
+from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.connection import Connection, wait
 from typing import TypeVar
 
 log = logging.getLogger(__name__)
@@ -26,18 +34,28 @@ log = logging.getLogger(__name__)
 In = TypeVar("In")
 Out = TypeVar("Out")
 
-_work: Callable | None = None  # set in each worker by _start
+
+class WorkerDied(Exception):
+    pass
 
 
-def _start(work: Callable) -> None:
-    global _work
+def _serve(work: Callable, conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    _work = work
-
-
-def _run(chunk):
-    return _work(chunk)
+    # Forked inside a Dagster step, the worker would inherit Dagster's handler (an interrupt error with a
+    # traceback) for the SIGTERM that ends daemonic children at exit: a worker just ends.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    while True:
+        try:
+            chunk = conn.recv()
+        except EOFError:  # the main process is gone
+            return
+        if chunk is None:
+            return
+        try:
+            reply = (True, work(chunk))
+        except Exception:  # sent back as text: an exception object may not pickle
+            reply = (False, traceback.format_exc())
+        conn.send(reply)
 
 
 class WorkerPool:
@@ -46,31 +64,82 @@ class WorkerPool:
     def __init__(self, work: Callable[[list[In]], list[Out]], processes: int):
         self.work = work
         self.processes = processes
-        self._executor: ProcessPoolExecutor | None = None
+        self._workers: list[tuple[multiprocessing.Process, Connection]] = []
 
     def map_chunks(self, items: Sequence[In], chunk: int) -> list[Out]:
         chunks = [list(items[i:i + chunk]) for i in range(0, len(items), chunk)]
-        if self._executor is None:
-            # Forked, so the workers start with what this process has loaded (the spaCy pipeline).
-            self._executor = ProcessPoolExecutor(self.processes, mp_context=multiprocessing.get_context("fork"),
-                                                 initializer=_start, initargs=(self.work,))
+        if not self._workers:
+            self._start()
         try:
-            return [out for part in self._executor.map(_run, chunks) for out in part]
-        except BrokenProcessPool as exc:
+            parts = self._dispatch(chunks)
+        except WorkerDied as exc:
             log.warning("a parse worker died (%s); extracting these %d passages in this process", exc, len(items))
-            self.close()
-            return [out for c in chunks for out in self.work(c)]
+            self.close(kill=True)
+            parts = [self.work(c) for c in chunks]
         except BaseException:
-            # An interrupt or a failed batch: the queued batches are dropped, not run to the end at exit.
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
+            # An interrupt or a failed batch: the workers and their queued batches go with it.
+            self.close(kill=True)
             raise
+        return [out for part in parts for out in part]
+
+    def _start(self) -> None:
+        # Forked, so the workers start with what this process has loaded (the spaCy pipeline).
+        context = multiprocessing.get_context("fork")
+        for _ in range(self.processes):
+            mine, theirs = context.Pipe()
+            process = context.Process(target=_serve, args=(self.work, theirs), daemon=True, name="seem-extraction")
+            process.start()
+            theirs.close()  # so a dead worker's pipe reads as closed here
+            self._workers.append((process, mine))
+
+    def _dispatch(self, chunks: list[list]) -> list[list]:
+        parts: list = [None] * len(chunks)
+        waiting = deque(enumerate(chunks))
+        busy: dict[Connection, int] = {}
+
+        def give(conn: Connection) -> None:
+            index, chunk = waiting.popleft()
+            try:
+                conn.send(chunk)
+            except OSError as exc:
+                raise WorkerDied(exc) from exc
+            busy[conn] = index
+
+        for _, conn in self._workers:
+            if waiting:
+                give(conn)
+        while busy:
+            for conn in wait(list(busy)):
+                try:
+                    ok, value = conn.recv()
+                except (EOFError, OSError) as exc:
+                    raise WorkerDied(f"its pipe closed: {exc!r}") from exc
+                index = busy.pop(conn)
+                if not ok:
+                    raise RuntimeError(f"batch {index + 1} of {len(chunks)} failed in an extraction worker:\n{value}")
+                parts[index] = value
+                if waiting:
+                    give(conn)
+        return parts
 
     def pids(self) -> list[int]:
-        """The live workers' process ids (none before the first batch); the executor keeps them privately."""
-        return sorted(self._executor._processes) if self._executor is not None else []
+        """The live workers' process ids (none before the first batch)."""
+        return sorted(p.pid for p, _ in self._workers if p.is_alive())
 
-    def close(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=True, cancel_futures=True)
-            self._executor = None
+    def close(self, kill: bool = False) -> None:
+        """Stop the workers: asked to finish, or killed (an interrupt, a broken pool)."""
+        for process, conn in self._workers:
+            if not kill:
+                try:
+                    conn.send(None)
+                except OSError:
+                    pass
+            else:
+                process.kill()
+        for process, conn in self._workers:
+            process.join(timeout=10)
+            if process.is_alive():
+                process.kill()
+                process.join()
+            conn.close()
+        self._workers = []
