@@ -12,10 +12,9 @@ garbage collector run in that thread, and Dagster's SQLite connections then refu
 
 A worker ignores SIGINT, which a terminal sends to the whole process group: the main process decides
 how a build stops (see interrupts), and an interrupt kills the workers with their queued batches.
-SIGTERM ends a worker quietly. A
-worker that dies is noticed at once (its pipe closes): the pool is dropped and the batches extracted
-in this process, so nothing is lost; the next build starts new workers. Workers are daemonic, so they
-end with this process.
+SIGTERM ends a worker quietly. A worker that dies is noticed at once (its pipe closes): the pool is
+dropped and the batches extracted in this process, so nothing is lost; the next build starts new
+workers. Workers are daemonic, so they end with this process.
 """
 
 from __future__ import annotations
