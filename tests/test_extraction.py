@@ -125,13 +125,15 @@ def test_named_third_parties_are_participants_whatever_their_entity_label(sample
 
 
 def test_two_parse_processes_give_the_same_extractions(sample, monkeypatch):
-    from seem_dagster.extraction.embedded import EmbeddedExtractor, parse_processes
+    from seem_dagster.extraction.embedded import EmbeddedExtractor, chunk_size, parse_processes
 
     _, _, inputs, results = sample
     cores = len(os.sched_getaffinity(0))
     assert parse_processes(2, len(inputs), 8) == min(2, cores)  # 48 turns: six batches of 8
     assert parse_processes(2, len(inputs), 24) == min(2, cores)  # two batches, one a process
     assert parse_processes(2, len(inputs), 64) == 1  # one batch: one process's task
+    assert parse_processes(2, 127, 64) == min(2, cores)  # a batch and a part batch: two tasks
+    assert [chunk_size(n, 2, 64) for n in (127, 128, 240, 300, 65)] == [64, 64, 60, 50, 33]
     extractor = EmbeddedExtractor(batch_size=8, processes=2)
     threads = threading.active_count()
     try:

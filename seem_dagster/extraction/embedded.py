@@ -49,11 +49,21 @@ def _load(model: str):
 
 def parse_processes(wanted: int, texts: int, batch_size: int) -> int:
     """How many processes extract ``texts`` passages: the workers are forked, which a daemonic process
-    (a Celery prefork worker) may not do; never more than the cores this process may use; and no
-    more than there are batches (a batch is one worker's task)."""
-    if wanted <= 1 or multiprocessing.current_process().daemon:
+    (a Celery prefork worker) may not do; never more than the cores this process may use; none for
+    less than one batch; and no more than there are batches, a part batch counting as one (a batch
+    is one worker's task)."""
+    if wanted <= 1 or multiprocessing.current_process().daemon or texts < batch_size:
         return 1
-    return max(1, min(wanted, _cores(), texts // batch_size))
+    return max(1, min(wanted, _cores(), -(-texts // batch_size)))
+
+
+def chunk_size(texts: int, processes: int, batch_size: int) -> int:
+    """Passages per worker task: at most a batch, and as many tasks as a multiple of the processes, so
+    the workers finish together (300 passages on two: six tasks of 50, not four of 64 and then one of
+    44 that one worker runs alone)."""
+    tasks = max(processes, -(-texts // batch_size))
+    tasks = -(-tasks // processes) * processes
+    return max(1, -(-texts // tasks))
 
 
 def _cores() -> int:
@@ -75,12 +85,13 @@ class EmbeddedExtractor:
         return _load(self.model)
 
     def extract(self, batch: Sequence[PassageInput]) -> list[PassageExtraction]:
-        if parse_processes(self.processes, len(batch), self.batch_size) == 1:
+        processes = parse_processes(self.processes, len(batch), self.batch_size)
+        if processes == 1:
             return self.extract_here(batch)
         if self._pool is None:
             _load(self.model)  # before the fork, so no worker loads it again
             self._pool = WorkerPool(self.extract_here, min(self.processes, _cores()))
-        return self._pool.map_chunks(batch, self.batch_size)
+        return self._pool.map_chunks(batch, chunk_size(len(batch), self._pool.processes, self.batch_size))
 
     def extract_here(self, batch: Sequence[PassageInput]) -> list[PassageExtraction]:
         docs = self.nlp.pipe([inp.text for inp in batch], batch_size=self.batch_size)

@@ -40,6 +40,7 @@ class WorkerDied(Exception):
 
 def _serve(work: Callable, conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked across the fork (``_start``)
     # Forked inside a Dagster step, the worker would inherit Dagster's handler (an interrupt error with a
     # traceback) for the SIGTERM that ends daemonic children at exit: a worker just ends.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -67,9 +68,9 @@ class WorkerPool:
 
     def map_chunks(self, items: Sequence[In], chunk: int) -> list[Out]:
         chunks = [list(items[i:i + chunk]) for i in range(0, len(items), chunk)]
-        if not self._workers:
-            self._start()
         try:
+            if not self._workers:
+                self._start()
             parts = self._dispatch(chunks)
         except WorkerDied as exc:
             log.warning("a parse worker died (%s); extracting these %d passages in this process", exc, len(items))
@@ -87,9 +88,18 @@ class WorkerPool:
         for _ in range(self.processes):
             mine, theirs = context.Pipe()
             process = context.Process(target=_serve, args=(self.work, theirs), daemon=True, name="seem-extraction")
-            process.start()
-            theirs.close()  # so a dead worker's pipe reads as closed here
-            self._workers.append((process, mine))
+            # A Ctrl-C reaches the whole process group, a worker too before it ignores SIGINT: in that
+            # window (the at-fork hooks of the libraries loaded) it printed a traceback. Blocked here
+            # across the fork, the child inherits the block until it ignores the signal; here it is
+            # delivered when unblocked, nothing lost.
+            # Listed before the signal can arrive, so an interrupt kills every worker started (``map_chunks``).
+            previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            try:
+                process.start()
+                theirs.close()  # so a dead worker's pipe reads as closed here
+                self._workers.append((process, mine))
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
     def _dispatch(self, chunks: list[list]) -> list[list]:
         parts: list = [None] * len(chunks)
