@@ -73,10 +73,11 @@ def build(store: Path, data: Path, ids: list[str], settings: dict[str, str]) -> 
 
     started = time.perf_counter()
     registered = register_file(store, str(data), "locomo", conversations=ids)
-    defs = build_defs(resolve([Layer("benchmark", {"store.root": str(store)}), Layer("--set", settings, text=True)]))
+    config = resolve([Layer("benchmark", {"store.root": str(store)}), Layer("--set", settings, text=True)])
+    defs = build_defs(config)
     instance = DagsterInstance.ephemeral()
     runs_started = time.perf_counter()
-    outcomes = build_conversations(defs, ids, instance=instance)
+    outcomes = build_conversations(defs, ids, instance=instance, config=config)
     done = time.perf_counter()
     for outcome in outcomes:
         assert outcome.success, f"{outcome.conversation_id}: {outcome.error}"

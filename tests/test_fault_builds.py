@@ -190,15 +190,17 @@ def _alive(pid: int) -> bool:
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or not Path("/proc/self/task").exists(),
                     reason="the extraction forks its workers only with two cores; /proc lists them")
 def test_item8_a_signal_while_the_extraction_workers_parse_stops_them_with_the_build(tmp_path):
-    # 320 new turns: five batches of 64, so the build forks its two extraction workers.
-    rows = [message(speaker=("Ana", "Ben")[i % 2], session_id=f"s{i // 40}", timestamp=f"2024-03-{1 + i // 40:02d}T19:{i % 40:02d}:00",
-                    text=f"On day {i} I walked to the market with Lena and bought {i % 7 + 2} green apples for the pie.")
-            for i in range(320)]
+    # 320 new turns: five batches of 64, so the build forks its two extraction workers; a second
+    # conversation, so it also starts the process that extracts the next conversation meanwhile.
+    rows = [message(conversation_id=cid, speaker=("Ana", "Ben")[i % 2], session_id=f"s{i // 40}",
+                    timestamp=f"2024-03-{1 + i // 40:02d}T19:{i % 40:02d}:00",
+                    text=f"On day {i} I walked to the market with Lena and bought {i % 7 + 2} green apples for the {cid} pie.")
+            for cid, turns in (("c1", 320), ("c2", 200)) for i in range(turns)]
     chat, store = write_jsonl(tmp_path / "chat.jsonl", rows), tmp_path / "store"
     proc = subprocess.Popen([SEEM, "build", "--input", str(chat), "--store", str(store), "--quiet"], env=env_without_dagster_home(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 600
-    while len(workers := _children(proc.pid)) < 2:
+    while len(workers := _children(proc.pid)) < 3:  # two extraction workers and the prefetch process
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.01)
     os.killpg(proc.pid, signal.SIGINT)  # as Ctrl-C in a terminal: the build and its workers get it
@@ -207,11 +209,11 @@ def test_item8_a_signal_while_the_extraction_workers_parse_stops_them_with_the_b
     assert proc.returncode == 130, err
     assert time.monotonic() - sent < 10, f"{time.monotonic() - sent:.1f} s to stop"
     assert err.strip().splitlines()[-1].startswith("seem: error: interrupted by SIGINT") and "nothing of it was published" in err
-    assert "Process seem-extraction" not in err and "Traceback" not in err  # no worker's traceback reaches the user
-    assert read_manifest(store, "c1") is None
+    assert "Process seem-extraction" not in err and "Traceback" not in err, err[-4000:]  # no worker's traceback reaches the user
+    assert read_manifest(store, "c1") is None and read_manifest(store, "c2") is None
     deadline = time.monotonic() + 10
     while [p for p in workers if _alive(p)]:
-        assert time.monotonic() < deadline, f"extraction workers {workers} outlived the build"
+        assert time.monotonic() < deadline, f"extraction workers or the prefetch process {workers} outlived the build"
         time.sleep(0.05)
 
 

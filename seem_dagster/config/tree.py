@@ -59,8 +59,14 @@ class ExtractionConfig(Section):
     embedder: Literal["minilm"] = Field("minilm", description="sentence embedder for passages, frames, facts and entity names (see synonyms.embedder)")
     parse_processes: int = Field(
         2, ge=1, description="processes that parse and extract a build's new turns (the same extractions in any number): "
-        "workers started by the first build with two or more batches of 64 new turns, kept for the process; at most the cores "
+        "workers started by the first build with more than one batch of 64 new turns, kept for the process; at most the cores "
         "this process may use, and none inside a daemonic process such as a Celery worker"
+    )
+    prefetch: bool = Field(
+        True, description="a build of several conversations in one process extracts the next conversation's new turns "
+        "into its extraction cache while the current one builds: one more process (about 0.5 GB) in the scheduler's idle "
+        "class, stopped while MiniLM encodes, on the core the build's single-threaded parts leave idle (needs "
+        "parse_processes > 1, a local store, the embedded extractor)"
     )
 
 

@@ -168,6 +168,9 @@ def build_conversations(
     persistent instance, each step process resolving ``config`` (the settings ``defs`` were built
     with; default: the standard resolution) and each run carrying its per-run settings.
 
+    With ``config`` and the job in process, the next conversation's extraction runs in the background
+    meanwhile (``extraction.prefetch``, ``pipeline.prefetch``); without ``config`` it does not.
+
     Raises ``interrupts.Interrupted`` when the process got SIGINT or SIGTERM (``interrupts.install``):
     the run it stopped published nothing, and no further conversation is started.
     """
@@ -185,8 +188,36 @@ def build_conversations(
             stack.enter_context(_launched(config))
             run_config = _merge(per_run_settings(config), run_config or {})
             recon = ReconstructableRepository.for_module("seem_dagster.defs.assemble", "launched_defs", working_directory=os.getcwd())
-        return _run_each(job, recon, list(conversation_ids), instance=instance or instance_for_cli(), progress=progress,
-                         log_level=log_level, run_config=run_config, log_dir=log_dir, tags=tags)
+        ids = list(conversation_ids)
+        prefetch = _prefetch(config, ids) if recon is None else None
+        try:
+            outcomes = _run_each(job, recon, ids, instance=instance or instance_for_cli(), progress=progress,
+                                 log_level=log_level, run_config=run_config, log_dir=log_dir, tags=tags, prefetch=prefetch)
+        except BaseException:
+            if prefetch is not None:
+                prefetch.close(kill=True)
+            raise
+        if prefetch is not None:
+            prefetch.close()
+        return outcomes
+
+
+def _prefetch(config: Resolved | None, ids: list[str]):
+    """The next conversation's extraction in the background (``pipeline.prefetch``), when it can pay: several
+    conversations built here with the embedded extractor and parse workers, on a local store; ``config``
+    must be the settings the job was built with (the callers that build many conversations pass it)."""
+    from seem_dagster.extraction.embedded import MODEL, parse_processes
+
+    if config is None or len(ids) < 2:
+        return None
+    settings = config.config
+    store = settings.store.root
+    if (not settings.extraction.prefetch or settings.llm.enabled or settings.extraction.extractor != "embedded"
+            or "://" in str(store) or parse_processes(settings.extraction.parse_processes, 2, 1) < 2):
+        return None
+    from seem_dagster.pipeline.prefetch import ExtractionPrefetch
+
+    return ExtractionPrefetch(store, MODEL)
 
 
 def _merge(base: dict, top: dict) -> dict:
@@ -196,7 +227,7 @@ def _merge(base: dict, top: dict) -> dict:
     return out
 
 
-def _run_each(job, recon, ids: list[str], *, instance, progress, log_level, run_config, log_dir, tags) -> list[RunOutcome]:
+def _run_each(job, recon, ids: list[str], *, instance, progress, log_level, run_config, log_dir, tags, prefetch=None) -> list[RunOutcome]:
     known = set(instance.get_dynamic_partitions(conversations.name))
     new = [c for c in ids if c not in known]
     if new:
@@ -207,10 +238,14 @@ def _run_each(job, recon, ids: list[str], *, instance, progress, log_level, run_
 
         iterator = tqdm(ids, desc="building", unit="conversation")
     outcomes = []
-    for cid in iterator:
+    for position, cid in enumerate(iterator):
         interrupts.stop_if_received(f"stopped before the build of {cid}; {sum(o.success for o in outcomes)} of {len(ids)} "
                                     "conversations built")  # a signal swallowed between two runs
         config = {"loggers": {"console": {"config": {"log_level": log_level}}}, **(run_config or {})}
+        if prefetch is not None:
+            prefetch.finish()  # this conversation's prefetch, if any, is in its extraction cache now
+            if position + 1 < len(ids):
+                prefetch.start(ids[position + 1])
         if recon is None:
             result = job.execute_in_process(instance=instance, partition_key=cid, raise_on_error=False, run_config=config,
                                             tags=(tags or {}).get(cid))

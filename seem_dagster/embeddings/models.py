@@ -12,6 +12,8 @@ from typing import Protocol
 
 import numpy as np
 
+from seem_dagster import background
+
 
 class Embedder(Protocol):
     name: str
@@ -82,7 +84,7 @@ class MiniLMEmbedder:
         groups: dict[int, list[int]] = {}
         for i, n in enumerate(lengths):
             groups.setdefault(min(limit, -(-n // PAD_TO) * PAD_TO), []).append(i)
-        with torch.inference_mode():
+        with torch.inference_mode(), background.exclusive():
             for padded, rows in sorted(groups.items()):
                 for start in range(0, len(rows), self.batch_size):
                     chunk = rows[start:start + self.batch_size]

@@ -41,8 +41,13 @@ def extract_conversations(root, tables: dict[str, pl.DataFrame], config: SeemCon
     return {cid: _embedded(ConversationCache(root, cid), passages, extractor) for cid, passages in tables.items()}
 
 
+def cache_name(extractor: Extractor) -> str:
+    """The extraction cache an extractor's results are kept in (``ConversationCache.kv``)."""
+    return f"{extractor.name}@{extractor.version}"
+
+
 def _embedded(cache: ConversationCache, passages: pl.DataFrame, extractor: Extractor) -> Extracted:
-    name = f"{extractor.name}@{extractor.version}"
+    name = cache_name(extractor)
     saved = cache.kv("extraction", name)
     inputs = inputs_from_passages(passages)
     run = extract_with_cache(extractor, inputs, saved)

@@ -1,0 +1,216 @@
+"""Extract the next conversation's passages while this process builds the current one.
+
+A build of many conversations is one Dagster run after another, and most of a run other than its
+extraction (Dagster's bookkeeping, fusion, the graph, Parquet, the checks) is one thread: a core sits
+idle. A background process at the lowest CPU priority fills it:
+it reads the next conversation's registered source, extracts the passages its extraction cache does
+not hold and saves them there. The next run's extraction step then finds them in the cache, exactly
+as after an earlier build (the same key, the same JSON: an extraction does not depend on the process
+or the batch).
+
+The process is a new interpreter (``prefetch_worker``), not a fork: this process has thread pools by
+then (polars, Arrow, torch, the tokenizers), and a child forked from it deadlocked on a lock one of
+them held. Nor is it multiprocessing's spawn, which imports the parent's main script again (a user's
+script without a main guard would run twice). It loads its own spaCy pipeline (a few seconds at the
+lowest priority, once per build) and runs in a process group of its own, so a terminal's Ctrl-C, which
+reaches the build's group, does not reach it: the build decides how it stops. (Not a session of its
+own: the kernel shares the CPU fairly between sessions first, and the lowest priority would count only
+inside one.)
+
+In the idle class the process takes a core only when nothing of the build wants it (two busy MiniLM
+threads slow down threefold next to a parse process of normal priority), and it is stopped while
+MiniLM encodes (``background``), which the idle class alone does not spare its caches.
+
+Before a conversation's run starts, its prefetch is stopped: the process saves what it has extracted
+(within one batch of ``CHUNK`` passages) and the run extracts the rest. A process still loading its
+pipeline is not waited for (the first prefetch of a build, when the conversations are small). Nothing depends on it: a
+prefetch that fails (a source that does not load: the run's ingest reports it) saves nothing, and a
+process that dies is reported once and not replaced for the rest of the build. It is killed with the
+build on an interrupt, and ends by itself when the build's process is gone (its socket closes).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import subprocess
+import sys
+import traceback
+from multiprocessing.connection import Connection
+
+from seem_dagster import background
+from seem_dagster.extraction.interface import inputs_from_passages
+from seem_dagster.ingest import load_input
+from seem_dagster.pipeline.extract import cache_name
+from seem_dagster.store.cache import ConversationCache
+from seem_dagster.store.sources import source_to_build
+
+log = logging.getLogger(__name__)
+
+CHUNK = 8  # passages extracted between two looks for a stop: what a stop waits for at most
+STOP = "stop"
+READY = (None, "ready")  # the process's first message: its pipeline is loaded
+
+
+def warm_extraction_cache(root, conversation_id: str, extractor, stopped=lambda: False) -> int:
+    """Extract the passages of ``conversation_id``'s registered source that its extraction cache does not
+    hold, and save them there; stop early when ``stopped()``. Returns how many were saved."""
+    if stopped():  # stopped before it began (asked while the process was starting)
+        return 0
+    source = source_to_build(root, conversation_id)
+    (conv,) = load_input(source.path, source.format, source.ingest, questions=source.questions_path,
+                         conversations=[conversation_id])
+    cache = ConversationCache(root, conversation_id)
+    name = cache_name(extractor)
+    saved = cache.kv("extraction", name)
+    todo: dict[str, object] = {}
+    for inp in inputs_from_passages(conv.passages):
+        key = inp.cache_key(extractor.name, extractor.version)
+        if key not in saved:
+            todo.setdefault(key, inp)
+    keys, inputs = list(todo), list(todo.values())
+    new: dict[str, str] = {}
+    for start in range(0, len(inputs), CHUNK):
+        if stopped():
+            break
+        for key, result in zip(keys[start:start + CHUNK], extractor.extract_here(inputs[start:start + CHUNK])):
+            new[key] = result.to_json()
+    if new:
+        cache.put_kv("extraction", name, {**cache.kv("extraction", name), **new})
+    return len(new)
+
+
+def serve(root: str, model: str, conn: Connection) -> None:
+    """The prefetch process's loop: a conversation id to prefetch, ``STOP``, or None to end."""
+    from seem_dagster.extraction.embedded import EmbeddedExtractor
+
+    extractor = EmbeddedExtractor(model, processes=1)
+    _ = extractor.nlp  # loaded before the first job, then said: until then a stop does not wait for the start-up
+    try:
+        conn.send(READY)
+    except OSError:
+        return
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):  # the build is gone
+            return
+        if message is None:
+            return
+        if message == STOP:  # for a prefetch that had finished already
+            continue
+        try:
+            reply = (True, warm_extraction_cache(root, message, extractor, stopped=conn.poll))
+        except Exception:
+            reply = (False, traceback.format_exc())
+        try:
+            conn.send(reply)
+        except OSError:  # the build is gone
+            return
+
+
+def _spawn(root, model: str) -> tuple[subprocess.Popen, Connection]:
+    mine, theirs = socket.socketpair()
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "seem_dagster.pipeline.prefetch_worker", str(theirs.fileno()), str(root), model],
+            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, process_group=0,
+        )
+    finally:
+        theirs.close()  # the child has its copy; closed here so a dead child's socket reads as closed
+    return process, Connection(mine.detach())
+
+
+class ExtractionPrefetch:
+    """One background process for a build of several conversations (``defs.runner``): ``start(next)``
+    before a run, ``finish()`` before ``next``'s own run, ``close()`` after the build."""
+
+    def __init__(self, root, model: str):
+        self.root = root
+        self.model = model
+        self.saved = 0  # passages the prefetches saved
+        self._worker: tuple[subprocess.Popen, Connection] | None = None
+        self._job: str | None = None
+        self._ready = False
+        self._owed = 0  # replies of prefetches stopped while the process was starting, still to be read
+        self._broken = False
+
+    def start(self, conversation_id: str) -> None:
+        self.finish()
+        if self._broken:
+            return
+        if self._worker is None:
+            self._worker = _spawn(self.root, self.model)
+            background.register(self._worker[0].pid)  # stopped while MiniLM encodes (``background``)
+        try:
+            self._worker[1].send(conversation_id)
+        except OSError as exc:
+            self._died(exc)
+            return
+        self._job = conversation_id
+
+    def finish(self, stop: bool = True) -> None:
+        """Stop the prefetch under way, or with ``stop=False`` let it complete; what it extracted is in
+        the cache when this returns. A process still starting up is not waited for: it is told to stop,
+        and the prefetch saves nothing."""
+        if self._job is None:
+            return
+        job, self._job = self._job, None
+        conn = self._worker[1]
+        try:
+            if stop:
+                conn.send(STOP)
+                if not self._ready and not self._poll_ready(conn):
+                    self._owed += 1
+                    return
+            while self._owed:
+                self._reply(conn, None)
+                self._owed -= 1
+            self._reply(conn, job)
+        except (EOFError, OSError) as exc:
+            self._died(exc)
+
+    def _poll_ready(self, conn: Connection) -> bool:
+        if conn.poll():
+            self._ready = conn.recv() == READY or self._ready
+        return self._ready
+
+    def _reply(self, conn: Connection, job: str | None) -> None:
+        message = conn.recv()
+        if message == READY:
+            self._ready = True
+            message = conn.recv()
+        ok, value = message
+        if ok:
+            self.saved += value
+        elif job is not None:  # the run reads the same source and reports what is wrong with it
+            log.info("prefetching the extraction of %s failed; its run extracts it:\n%s", job, value)
+
+    def _died(self, exc: BaseException) -> None:
+        log.warning("the extraction prefetch process died (%r); the rest of the build extracts without it", exc)
+        self._broken = True
+        self._job = None
+        self.close(kill=True)
+
+    def pid(self) -> int | None:
+        return self._worker[0].pid if self._worker is not None and self._worker[0].poll() is None else None
+
+    def close(self, kill: bool = False) -> None:
+        if self._worker is None:
+            return
+        process, conn = self._worker
+        self._worker, self._job, self._ready, self._owed = None, None, False, 0
+        background.unregister(process.pid)  # before it is reaped and its pid can be reused
+        if kill:
+            process.kill()
+        else:
+            try:
+                conn.send(None)
+            except OSError:
+                pass
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        conn.close()
