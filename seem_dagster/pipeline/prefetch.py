@@ -40,10 +40,9 @@ from multiprocessing.connection import Connection
 
 from seem_dagster import background
 from seem_dagster.extraction.interface import inputs_from_passages
-from seem_dagster.ingest import load_input
 from seem_dagster.pipeline.extract import cache_name
+from seem_dagster.pipeline.ingest import read_registered
 from seem_dagster.store.cache import ConversationCache
-from seem_dagster.store.sources import source_to_build
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +56,7 @@ def warm_extraction_cache(root, conversation_id: str, extractor, stopped=lambda:
     hold, and save them there; stop early when ``stopped()``. Returns how many were saved."""
     if stopped():  # stopped before it began (asked while the process was starting)
         return 0
-    source = source_to_build(root, conversation_id)
-    (conv,) = load_input(source.path, source.format, source.ingest, questions=source.questions_path,
-                         conversations=[conversation_id])
+    _, conv = read_registered(root, conversation_id)
     cache = ConversationCache(root, conversation_id)
     name = cache_name(extractor)
     saved = cache.kv("extraction", name)
@@ -76,7 +73,7 @@ def warm_extraction_cache(root, conversation_id: str, extractor, stopped=lambda:
         for key, result in zip(keys[start:start + CHUNK], extractor.extract_here(inputs[start:start + CHUNK])):
             new[key] = result.to_json()
     if new:
-        cache.put_kv("extraction", name, {**cache.kv("extraction", name), **new})
+        cache.put_kv("extraction", name, {**saved, **new})  # nothing else writes it until the prefetch stops
     return len(new)
 
 
@@ -171,8 +168,9 @@ class ExtractionPrefetch:
             self._died(exc)
 
     def _poll_ready(self, conn: Connection) -> bool:
-        if conn.poll():
-            self._ready = conn.recv() == READY or self._ready
+        if conn.poll():  # its first message can only be READY
+            conn.recv()
+            self._ready = True
         return self._ready
 
     def _reply(self, conn: Connection, job: str | None) -> None:

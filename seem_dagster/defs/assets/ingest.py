@@ -8,10 +8,9 @@ from seem_dagster.config import SeemConfig
 from seem_dagster.defs.checks import check_specs, run_checks
 from seem_dagster.defs.metadata import table_metadata
 from seem_dagster.defs.partitions import conversations
-from seem_dagster.ingest import load_input
+from seem_dagster.pipeline.ingest import read_registered
 from seem_dagster.pipeline.stages import SOURCE_RECORD
 from seem_dagster.schemas import Passages, Questions
-from seem_dagster.store.sources import source_to_build
 
 GROUP = "ingest"
 
@@ -38,11 +37,8 @@ GROUP = "ingest"
 )
 def ingest_conversation(context: AssetExecutionContext, seem: ResourceParam[SeemConfig]):
     conversation_id = context.partition_key
-    source = source_to_build(seem.store.root, conversation_id)
+    source, conv = read_registered(seem.store.root, conversation_id)
     options = source.ingest
-    (conv,) = load_input(
-        source.path, source.format, options, questions=source.questions_path, conversations=[conversation_id]
-    )
     if conv.fingerprint != source.fingerprint:
         context.log.info(f"{source.path} changed since it was registered; building from its current content")
     passages = conv.passages

@@ -1,0 +1,15 @@
+"""The ingest step: a conversation read from the source registered for its next build."""
+
+from __future__ import annotations
+
+from seem_dagster.ingest import load_input
+from seem_dagster.ingest.conversation import Conversation
+from seem_dagster.store.sources import Source, source_to_build
+
+
+def read_registered(root, conversation_id: str) -> tuple[Source, Conversation]:
+    """The registration the next build reads (``source_to_build``) and the conversation in its file now."""
+    source = source_to_build(root, conversation_id)
+    (conv,) = load_input(source.path, source.format, source.ingest, questions=source.questions_path,
+                         conversations=[conversation_id])
+    return source, conv
