@@ -120,3 +120,30 @@ def test_only_speaker_keeps_that_speakers_turns_and_counts_the_rest():
     with pytest.raises(InputError) as err:
         load_input(SAMPLE, options=IngestConfig(only_speakers=("Nobody",)))
     assert "sample_conversation.jsonl" in str(err.value) and "speaker" in str(err.value)
+
+
+def test_an_unchanged_file_is_not_read_again_and_a_rewrite_is(tmp_path, monkeypatch):
+    """Each partition's ingest loads the same input file: unchanged (by its stat), it is neither read
+    nor hashed again; a rewrite of the same size with its modification time put back is still seen."""
+    import os
+
+    from seem_dagster.ingest import load as load_module
+
+    path = write_jsonl(tmp_path / "log.jsonl", [message(text="I adopted a cat yesterday."), message(conversation_id="c2")])
+    reads = []
+    real_read = load_module.read_bytes
+    monkeypatch.setattr(load_module, "read_bytes", lambda p: reads.append(str(p)) or real_read(p))
+    (first,) = load_input(path, conversations=["c1"])
+    (again,) = load_input(path, conversations=["c1"])
+    (other,) = load_input(path, conversations=["c2"])
+    assert reads == [str(path)]
+    assert again.passages.equals(first.passages) and other.conversation_id == "c2"
+    again.skipped.append("changed by the caller")
+    assert load_input(path, conversations=["c1"])[0].skipped == []  # callers get copies, not the cached parse
+
+    before = os.stat(path)
+    write_jsonl(path, [message(text="I adopted a dog yesterday."), message(conversation_id="c2")])  # same length
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert os.stat(path).st_size == before.st_size
+    (changed,) = load_input(path, conversations=["c1"])
+    assert len(reads) == 2 and changed.passages[Passages.text].to_list() == ["I adopted a dog yesterday."]
