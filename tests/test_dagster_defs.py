@@ -308,3 +308,24 @@ def test_seem_query_takes_any_setting_from_set_a_file_or_the_environment(tmp_pat
     assert main(ask + ["--set", "retrieval.use_rpe=maybe"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("seem: error: setting retrieval.use_rpe: Input should be a valid boolean")
+
+
+@pytest.mark.slow
+def test_a_long_build_without_a_persistent_instance_renews_its_in_memory_one(tmp_path, monkeypatch):
+    """An in-memory instance keeps every run's events: a build of many conversations starts a new one
+    every RUNS_PER_EPHEMERAL_INSTANCE runs, so its memory stays bounded; every conversation is built."""
+    from seem_dagster.defs import runner
+
+    store = tmp_path / "store"
+    path = write_jsonl(tmp_path / "log.jsonl", [message(conversation_id=f"c{i}", text=f"I adopted a cat named Tom{i}.") for i in range(3)])
+    registered = register_file(store, str(path), "jsonl")
+    made = []
+    real = DagsterInstance.ephemeral
+    monkeypatch.setattr(DagsterInstance, "ephemeral", staticmethod(lambda *a, **k: made.append(real(*a, **k)) or made[-1]))
+    monkeypatch.setattr(runner, "RUNS_PER_EPHEMERAL_INSTANCE", 2)
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    outcomes = build_conversations(build_defs(tree(store)), [r.conversation_id for r in registered])
+    assert [o.success for o in outcomes] == [True, True, True], [o.error for o in outcomes]
+    assert [i.get_runs_count() for i in made] == [2, 1]
+    assert made[1].get_dynamic_partitions(conversations.name) == ["c2"]
+    assert all(snapshot.table_path(store, "passages", f"c{i}").exists() for i in range(3))

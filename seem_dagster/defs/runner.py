@@ -29,6 +29,12 @@ class RunOutcome:
     log_path: str | None = None  # a failed run's whole event log, stack traces included
 
 
+# An in-memory instance keeps every run's events (about 0.4 MB a run): a build of thousands of
+# conversations would grow without bound, so a build without a persistent instance starts a new
+# in-memory one after this many runs. No run reads another's events: the tables are in the store.
+RUNS_PER_EPHEMERAL_INSTANCE = 64
+
+
 def instance_for_cli() -> DagsterInstance:
     """The instance named by DAGSTER_HOME when set (runs show up in `dagster dev`), else an in-memory one."""
     if os.environ.get("DAGSTER_HOME"):
@@ -191,7 +197,8 @@ def build_conversations(
         ids = list(conversation_ids)
         prefetch = _prefetch(config, ids) if recon is None else None
         try:
-            outcomes = _run_each(job, recon, ids, instance=instance or instance_for_cli(), progress=progress,
+            renew = DagsterInstance.ephemeral if instance is None and recon is None and not os.environ.get("DAGSTER_HOME") else None
+            outcomes = _run_each(job, recon, ids, instance=instance or instance_for_cli(), renew=renew, progress=progress,
                                  log_level=log_level, run_config=run_config, log_dir=log_dir, tags=tags, prefetch=prefetch)
         except BaseException:
             if prefetch is not None:
@@ -227,11 +234,17 @@ def _merge(base: dict, top: dict) -> dict:
     return out
 
 
-def _run_each(job, recon, ids: list[str], *, instance, progress, log_level, run_config, log_dir, tags, prefetch=None) -> list[RunOutcome]:
+def _add_partitions(instance: DagsterInstance, ids: list[str]) -> None:
     known = set(instance.get_dynamic_partitions(conversations.name))
     new = [c for c in ids if c not in known]
     if new:
         instance.add_dynamic_partitions(conversations.name, new)
+
+
+def _run_each(job, recon, ids: list[str], *, instance, progress, log_level, run_config, log_dir, tags, prefetch=None,
+              renew=None) -> list[RunOutcome]:
+    """``renew``: makes the in-memory instance that replaces ``instance`` every RUNS_PER_EPHEMERAL_INSTANCE runs."""
+    _add_partitions(instance, ids)
     iterator = ids
     if progress:
         from tqdm import tqdm
@@ -242,6 +255,9 @@ def _run_each(job, recon, ids: list[str], *, instance, progress, log_level, run_
         interrupts.stop_if_received(f"stopped before the build of {cid}; {sum(o.success for o in outcomes)} of {len(ids)} "
                                     "conversations built")  # a signal swallowed between two runs
         config = {"loggers": {"console": {"config": {"log_level": log_level}}}, **(run_config or {})}
+        if renew is not None and position and position % RUNS_PER_EPHEMERAL_INSTANCE == 0:
+            instance = renew()
+            _add_partitions(instance, ids[position:])
         if prefetch is not None:
             prefetch.finish()  # this conversation's prefetch, if any, is in its extraction cache now
             if position + 1 < len(ids):
