@@ -117,7 +117,9 @@ def load_input(
         if key not in _PARSED:
             _PARSED[key] = parse_text(text, file, key[2], options)
             while len(_PARSED) > _PARSED_MAX:
-                _PARSED.popitem(last=False)
+                gone, _ = _PARSED.popitem(last=False)
+                for asked_before in [a for a, (_, k) in _READ.items() if k == gone]:
+                    del _READ[asked_before]
         del raw, text
         if version is not None:
             _READ[asked] = (version, key)
