@@ -147,3 +147,18 @@ def test_an_unchanged_file_is_not_read_again_and_a_rewrite_is(tmp_path, monkeypa
     assert os.stat(path).st_size == before.st_size
     (changed,) = load_input(path, conversations=["c1"])
     assert len(reads) == 2 and changed.passages[Passages.text].to_list() == ["I adopted a dog yesterday."]
+
+
+def test_a_file_whose_parse_left_the_cache_is_read_again(tmp_path, monkeypatch):
+    from seem_dagster.ingest import load as load_module
+
+    paths = [write_jsonl(tmp_path / f"log{i}.jsonl", [message(text=f"I adopted cat number {i}.")]) for i in range(load_module._PARSED_MAX + 1)]
+    reads = []
+    real_read = load_module.read_bytes
+    monkeypatch.setattr(load_module, "read_bytes", lambda p: reads.append(str(p)) or real_read(p))
+    for path in paths:
+        load_input(path)
+    assert not [asked for asked in load_module._READ if asked[0] == str(paths[0])]  # its stat left with its parse
+    (conv,) = load_input(paths[0])
+    assert reads == [str(p) for p in paths] + [str(paths[0])]
+    assert conv.passages[Passages.text].to_list() == ["I adopted cat number 0."]

@@ -22,8 +22,8 @@ FORMATS = ("locomo", "longmemeval", "jsonl")
 _PARSED: OrderedDict[tuple, list[Conversation]] = OrderedDict()
 _PARSED_MAX = 2
 # A local file's version as last read -> its key in _PARSED: a build's next partition finds the file
-# unchanged by its stat alone instead of reading and hashing it again (about 0.6 s a run for the
-# 265 MB LongMemEval_S file, on every one of its 500 runs).
+# unchanged by its stat alone instead of reading and hashing it again (for a file of hundreds of MB,
+# a large part of a small conversation's run).
 _READ: dict[tuple, tuple[tuple, tuple]] = {}
 
 
@@ -108,7 +108,7 @@ def load_input(
     file = str(path)
     version, asked = file_version(path), (file, fmt, options)
     seen = _READ.get(asked)
-    if version is not None and seen is not None and seen[0] == version and seen[1] in _PARSED:
+    if version is not None and seen is not None and seen[0] == version:  # entries leave with their parse
         key = seen[1]
     else:
         raw = read_bytes(path)
