@@ -396,6 +396,54 @@ def test_facts_are_retrieval_keys_that_lift_their_passage():
     assert [r.passage_id for r in retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), below).ranked] == ["p0", "p2", "p1"]
 
 
+def test_the_question_without_the_speakers_names_is_matched_beside_it():
+    # The question as asked is closest to p0 (its speaker's name matches every turn of that speaker);
+    # without the name it is unit(0, 1), the topic of p1 and, less, of p2.
+    idx = index([("Mel", "paint", "a sunrise", "p0")], [unit(0, 0, 1)], 3, [unit(1), unit(0.6, 0.8), unit(0.9, 0.436)])
+    cfg = RetrievalConfig(use_graph=False, use_rpe=False, lexical_weight=0.0, answer_share=0.0, fact_key_weight=0.0)
+    none = np.zeros((0, DIM), np.float32)
+
+    def order(c, unnamed):
+        return [r.passage_id for r in retrieve(idx, unit(1), none, c, unnamed=unnamed).ranked]
+
+    # As asked only: p0 1.0, p2 0.9, p1 0.6.
+    assert order(cfg.replace(unnamed_weight=0.0), unit(0, 1)) == ["p0", "p2", "p1"]
+    # Beside it, weight 1: p1 0.6 + 0.8 = 1.4, p2 0.9 + 0.436 = 1.336, p0 1.0 + 0 = 1.0.
+    assert order(cfg.replace(unnamed_weight=1.0), unit(0, 1)) == ["p1", "p2", "p0"]
+    # A question that names no speaker has no unnamed vector: nothing is added.
+    assert order(cfg.replace(unnamed_weight=1.0), None) == ["p0", "p2", "p1"]
+
+
+def test_without_speakers_takes_out_whole_names_and_their_possessive():
+    from seem_dagster.retrieval.query import without_speakers
+
+    speakers = ("Caroline", "Melanie", "Will")
+    assert without_speakers("What activities does Melanie partake in?", speakers) == "What activities does partake in?"
+    assert without_speakers("What is Caroline's identity?", speakers) == "What is identity?"
+    assert without_speakers("Did Melanie’s kids like it?", speakers) == "Did kids like it?"
+    assert without_speakers("When did Caroline and Melanie meet?", speakers) == "When did and meet?"
+    # Names match as written, whole words only; a question naming nobody, or only a name, has no such form.
+    assert without_speakers("What will Carolines say?", speakers) is None
+    assert without_speakers("Where did I go?", speakers) is None
+    assert without_speakers("Caroline?", speakers) is None
+    assert without_speakers("Where did Caroline go?", ()) is None
+
+
+@pytest.mark.slow
+def test_encode_query_embeds_the_question_without_the_speakers_names():
+    from seem_dagster import backends
+    from seem_dagster.retrieval.query import encode_query
+
+    embedder = backends.embedder()
+    q = encode_query("What activities does Melanie partake in?", T, backends.extractor(), embedder, "c", facts=[],
+                     speakers=("Caroline", "Melanie"))
+    # Real MiniLM: the vector is the stripped question's own (a text's vector does not depend on its batch).
+    assert np.array_equal(q.unnamed_vector, embedder.encode(["What activities does partake in?"])[0])
+    assert np.array_equal(q.vector, embedder.encode(["What activities does Melanie partake in?"])[0])
+    assert q.fact_vectors.shape == (0, embedder.dim)
+    assert encode_query("Where did I go?", T, backends.extractor(), embedder, "c", facts=[], speakers=("Melanie",)).unnamed_vector is None
+
+
 def test_the_questions_own_facts_are_matched_only_with_query_facts_on():
     # The question's vector misses p1's fact (cosine 0); the question's own fact matches it fully.
     idx = index([("Mel", "go swim with", "kids", "p1")], [unit(1)], 3, [unit(0.8, 0, 0.6), unit(0, 1), unit(0, 0.866, 0.5)])
@@ -412,10 +460,11 @@ def test_a_method_pays_for_reading_the_question_only_when_it_uses_the_questions_
     from seem_dagster.evaluation.methods import query_encoding
 
     off, on = RetrievalConfig(query_facts=False), RetrievalConfig(query_facts=True)
-    assert [query_encoding(off, m) for m in ("bm25", "dense", "prior", "seem", "seem+query-facts")] == [
-        "none", "vector", "vector", "vector", "full"]
+    # "vectors": the question's and its form without the speakers' names; the -named ablations only the first.
+    assert [query_encoding(off, m) for m in ("bm25", "dense", "prior", "seem", "seem+query-facts", "seem-named", "prior-named")] == [
+        "none", "vector", "vectors", "vectors", "full", "vector", "vector"]
     assert [query_encoding(on, m) for m in ("prior", "prior+rpe", "prior+facts", "seem", "graph-only")] == [
-        "vector", "vector", "full", "full", "full"]
+        "vectors", "vectors", "full", "full", "full"]
 
 
 def test_rpe_places_what_it_brings_after_the_head_and_only_turns_the_walk_reaches():

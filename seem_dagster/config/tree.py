@@ -125,6 +125,11 @@ class RetrievalConfig(Section):
     lexical_weight: float = Field(
         0.5, ge=0, description="BM25 (scaled to the best passage's) added to the dense cosine in the prior: MiniLM misses names"
     )
+    unnamed_weight: float = Field(
+        1.0, ge=0, description="the question with the conversation's speakers' names taken out is matched against the passages "
+        "too, with this weight beside the question's own cosine: every passage starts with its speaker's name, so a name in the "
+        "question matches all of that speaker's turns alike (0: off, the ablation seem-named)"
+    )
     answer_share: float = Field(
         0.35, ge=0, description="a reply inherits this share of the prior of the question turn it answers"
     )
@@ -250,7 +255,8 @@ class AgentConfig(Section):
     max_tokens: int = Field(512, ge=1, description="cap on each model reply's tokens")
 
 
-Method = Literal["seem", "seem+query-facts", "seem-no-rpe", "seem-no-fusion", "seem-no-synonyms", "prior", "prior+facts", "prior+rpe",
+Method = Literal["seem", "seem+query-facts", "seem-no-rpe", "seem-no-fusion", "seem-no-synonyms", "seem-named", "prior", "prior-named",
+                 "prior+facts", "prior+rpe",
                  "graph-only", "dense", "bm25", "hybrid", "hybrid+reply", "seem+properties"]
 METHODS: tuple[str, ...] = get_args(Method)
 # seem+properties is measured on request (--methods): it costs recall (docs/experiments.md).

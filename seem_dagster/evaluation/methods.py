@@ -12,8 +12,10 @@ ablation, each step adds one part of SEEM to the one before:
     seem+properties + the property route: the histories of the best-matching properties (retrieval/property_route.py)
 
 ``seem-no-synonyms`` is ``seem`` walking the same graph without its synonym edges between entity
-names; ``prior+rpe`` is RPE without the fact layer; ``hybrid+reply`` gives hybrid's scores the prior's reply
-share, so no heuristic of the prior is counted as structure.
+names; ``seem-named`` and ``prior-named`` match only the question as asked, not also the question
+without the speakers' names (``retrieval.unnamed_weight`` 0); ``prior+rpe`` is RPE without the fact
+layer; ``hybrid+reply`` gives hybrid's scores the prior's reply share, so no heuristic of the prior
+is counted as structure.
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ def _hybrid_reply(share: float) -> Ranker:
 
 def _seem(config: RetrievalConfig) -> Ranker:
     def rank(index: MemoryIndex, query: EncodedQuery) -> RetrievalResult:
-        return retrieve(index, query.vector, query.fact_vectors, config, question_text=query.question)
+        return retrieve(index, query.vector, query.fact_vectors, config, question_text=query.question, unnamed=query.unnamed_vector)
 
     return rank
 
@@ -109,7 +111,9 @@ def retrieval_configs(base: RetrievalConfig) -> dict[str, RetrievalConfig]:
         "seem-no-rpe": base.replace(use_rpe=False),
         "seem-no-fusion": base.replace(rpe_scope="session"),
         "seem-no-synonyms": base.replace(use_synonyms=False),
+        "seem-named": base.replace(unnamed_weight=0.0),
         "prior": base.replace(use_graph=False, use_rpe=False, fact_key_weight=0.0),
+        "prior-named": base.replace(use_graph=False, use_rpe=False, fact_key_weight=0.0, unnamed_weight=0.0),
         "prior+facts": base.replace(use_graph=False, use_rpe=False),
         "prior+rpe": base.replace(use_graph=False, fact_key_weight=0.0),
         "graph-only": base.replace(passage_share=0.0),
@@ -118,13 +122,16 @@ def retrieval_configs(base: RetrievalConfig) -> dict[str, RetrievalConfig]:
 
 
 def query_encoding(base: RetrievalConfig, method: str) -> str:
-    """What a method's query costs before ranking: "none" (BM25), "vector" (the question's vector) or
-    "full" (the vector and the question's own facts, read by the extractor or the language model)."""
+    """What a method's query costs before ranking: "none" (BM25), "vector" (the question's vector),
+    "vectors" (with the question's without the speakers' names) or "full" (the vectors and the
+    question's own facts, read by the extractor or the language model)."""
     if method == "bm25":
         return "none"
     config = retrieval_configs(base).get(method)
-    if config is None or not config.query_facts or not (config.use_graph or config.fact_key_weight):
+    if config is None:
         return "vector"
+    if not config.query_facts or not (config.use_graph or config.fact_key_weight):
+        return "vectors" if config.unnamed_weight else "vector"
     return "full"
 
 

@@ -78,7 +78,9 @@ ABLATION_STEPS = (("prior", "passage prior alone"), ("prior+facts", "+ facts as 
                   ("seem-no-fusion", "+ RPE (session)"), ("seem", "+ fusion (RPE over episodes)"),
                   ("seem+query-facts", "+ the question's own facts"), ("seem+properties", "+ property route"))
 # Parts measured by taking them away from seem (same memory), listed after the chain.
-ABLATION_WITHOUT = (("seem-no-synonyms", "seem without the synonym edges"),)
+ABLATION_WITHOUT = (("seem-no-synonyms", "seem without the synonym edges"),
+                    ("seem-named", "seem matching the question as asked only (not also without the speakers' names)"),
+                    ("prior-named", "the prior matching the question as asked only"))
 
 
 def _ablation(results: dict) -> list[str]:

@@ -206,6 +206,7 @@ def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
         all_passage_texts.extend(passages[Passages.text].to_list())
         latest = passages[Passages.timestamp].max()
         _ = index.lexical  # built once per conversation, outside the query timings
+        speakers = index.speakers if config.retrieval.unnamed_weight else ()
         session = LlmSession(config.llm, store, cid) if config.llm.enabled else None
         qa_items: list[QaItem] = []
         for q in questions.iter_rows(named=True):
@@ -215,11 +216,15 @@ def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
             date = q[Questions.question_date] or latest
             _, vector_s = _timed(lambda: embedder.encode([q[Questions.question]]))
             facts = (session.query_facts(q[Questions.question], date) if session else None) if read_question else []
-            query, encode_s = _timed(lambda: encode_query(q[Questions.question], date, extractor, embedder, cid, facts=facts))
+            query, encode_s = _timed(lambda: encode_query(q[Questions.question], date, extractor, embedder, cid, facts=facts,
+                                                          speakers=speakers))
+            # What a method that reads no facts pays: the question's vectors (with its form without the speakers' names).
+            vectors_s = _timed(lambda: encode_query(q[Questions.question], date, extractor, embedder, cid, facts=[],
+                                                    speakers=speakers))[1] if read_question else encode_s
             for name, rank in methods.items():
                 result, rank_s = _timed(lambda: rank(index, query))
                 ranking = ids(result)
-                latencies[name].append(rank_s + {"none": 0.0, "vector": vector_s, "full": encode_s}[encoding[name]])
+                latencies[name].append(rank_s + {"none": 0.0, "vector": vector_s, "vectors": vectors_s, "full": encode_s}[encoding[name]])
                 if name not in traced and len(latencies[name]) == TRACE_QUERIES:
                     traced[name] = _trace_peak(rank, index, query)
                 refs = [ref_of[p] for p in ranking]

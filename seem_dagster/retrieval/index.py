@@ -45,6 +45,11 @@ class MemoryIndex:
         return Bm25([passage_text(s, t) for s, t in zip(self.passages[Passages.speaker].to_list(), self.passages[Passages.text].to_list())])
 
     @cached_property
+    def speakers(self) -> tuple[str, ...]:
+        """The conversation's speakers: every passage is embedded after one of these names."""
+        return tuple(sorted(set(self.passages[Passages.speaker].to_list())))
+
+    @cached_property
     def rows(self) -> dict[str, dict]:
         """passage id -> its row (the context renders turns from these)."""
         return {r[Passages.passage_id]: r for r in self.passages.iter_rows(named=True)}

@@ -1,7 +1,10 @@
-"""A question -> the vectors retrieval needs: the question's own and those of its extracted quadruples."""
+"""A question -> the vectors retrieval needs: the question's own, the question's without the
+conversation's speakers' names, and those of its extracted quadruples."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -20,18 +23,40 @@ class EncodedQuery:
     vector: np.ndarray
     facts: list[Fact]
     fact_vectors: np.ndarray
+    # The question without the speakers' names (None when it names none): see without_speakers.
+    unnamed_vector: np.ndarray | None = None
+
+
+def without_speakers(question: str, speakers: Iterable[str]) -> str | None:
+    """The question with the conversation's speakers' names (and their possessive) taken out, or None
+    when it names none of them or nothing is left. Every passage is embedded as ``speaker: text``, so
+    a speaker's name in the question matches all of that speaker's turns alike and drowns the topic
+    ("What activities does Melanie partake in?" ranks her turns about anything above the pottery
+    turn); matched without the name, the question's topic decides. Names match as written and
+    as whole words: for a speaker called Will, "will" stays."""
+    names = sorted({s.strip() for s in speakers if s and s.strip()}, key=len, reverse=True)
+    if not names:
+        return None
+    pattern = re.compile(r"(?<![\w'’])(?:" + "|".join(re.escape(n) for n in names) + r")(?:['’]s)?(?![\w])")
+    stripped, count = pattern.subn(" ", question)
+    stripped = re.sub(r"\s+", " ", stripped).strip()
+    return stripped if count and re.search(r"\w", stripped) else None
 
 
 def encode_query(
-    question: str, date: datetime, extractor: Extractor, embedder, conversation_id: str = "query", facts: list[Fact] | None = None
+    question: str, date: datetime, extractor: Extractor, embedder, conversation_id: str = "query", facts: list[Fact] | None = None,
+    speakers: Iterable[str] = (),
 ) -> EncodedQuery:
     """Relative dates in the question resolve against ``date`` (e.g. LongMemEval's question_date).
-    ``facts`` from a language model replace the extractor's."""
+    ``facts`` from a language model replace the extractor's. ``speakers``: the conversation's, whose
+    names the unnamed vector leaves out (none given: no unnamed vector)."""
     if facts is None:
         (extraction,) = extractor.extract(
             [PassageInput(passage_id="query", conversation_id=conversation_id, speaker=QUERY_SPEAKER, text=question, timestamp=date)]
         )
         facts = extraction.facts
-    texts = [question] + [fact_text(f.subject, f.relation, f.object).strip() for f in facts]
+    unnamed = without_speakers(question, speakers)
+    texts = [question] + ([unnamed] if unnamed else []) + [fact_text(f.subject, f.relation, f.object).strip() for f in facts]
     vectors = embedder.encode(texts)
-    return EncodedQuery(question, date, vectors[0], facts, vectors[1:])
+    skip = 2 if unnamed else 1
+    return EncodedQuery(question, date, vectors[0], facts, vectors[skip:], vectors[1] if unnamed else None)

@@ -1,14 +1,14 @@
 """Retrieval as DESIGN.md step 5-6: fact seeds, personalized PageRank, dense fallback, RPE.
 
-Pure: the query arrives as vectors (the question and its extracted quadruples); the memory as a
-MemoryIndex. Every returned passage carries the reason it is there.
+Pure: the query arrives as vectors (the question's, its form without the speakers' names, its
+extracted quadruples'); the memory as a MemoryIndex. Every returned passage carries the reason it is there.
 
-Each passage starts from a prior: its direct match with the question (dense + BM25, a reply sharing
-its question's match) plus, with ``fact_key_weight``, the score of its best fact: facts are
-retrieval keys that point back to their passage, so a turn whose words miss the question ("I'm off
-to go swimming with the kids") is still found through its fact (Melanie; go swim with; kids). The
-walk starts from that prior and the seed facts' entities and brings in turns that share entities
-with them. RPE then expands the top passages into the turns around them (their episode, session
+Each passage starts from a prior: its direct match with the question (dense, also of the question
+without the speakers' names, + BM25, a reply sharing its question's match) plus, with
+``fact_key_weight``, the score of its best fact: facts are retrieval keys that point back to their
+passage, so a turn whose words miss the question ("I'm off to go swimming with the kids") is still
+found through its fact (Melanie; go swim with; kids). The walk starts from that prior and the seed
+facts' entities and brings in turns that share entities with them. RPE then expands the top passages into the turns around them (their episode, session
 neighbours, replies, rare-name links), keeps only expansions the walk itself ranks within
 ``rpe_within`` and places them after the first ``rpe_after`` passages: the best matches stay on
 top and the context of the best one follows them.
@@ -89,12 +89,17 @@ def reset_vector(index: MemoryIndex, seeds: list[Seed], dense: np.ndarray, confi
     return reset
 
 
-def passage_prior(index: MemoryIndex, question_vector: np.ndarray, question: str | None, config: RetrievalConfig) -> np.ndarray:
-    """Each passage's direct match with the question: dense cosine, plus scaled BM25 when configured,
-    plus a share of the match of the question turn a passage replies to."""
+def passage_prior(
+    index: MemoryIndex, question_vector: np.ndarray, question: str | None, config: RetrievalConfig, unnamed: np.ndarray | None = None
+) -> np.ndarray:
+    """Each passage's direct match with the question: dense cosine, plus ``unnamed_weight`` times the
+    cosine of the question without the speakers' names (``unnamed``, when it named one), plus scaled
+    BM25 when configured, plus a share of the match of the question turn a passage replies to."""
     if not index.passage_vectors.shape[0]:
         return np.zeros(0)
     prior = np.clip(index.passage_vectors @ question_vector, 0, None).astype(np.float64)
+    if config.unnamed_weight and unnamed is not None:
+        prior += config.unnamed_weight * np.clip(index.passage_vectors @ unnamed, 0, None)
     if config.lexical_weight and question:
         lexical = index.lexical.scores(question).astype(np.float64)
         top = lexical.max()
@@ -124,11 +129,13 @@ def fact_keys(index: MemoryIndex, fact_scores: np.ndarray, config: RetrievalConf
 
 
 def retrieve(
-    index: MemoryIndex, question: np.ndarray, query_facts: np.ndarray, config: RetrievalConfig, *, question_text: str | None = None
+    index: MemoryIndex, question: np.ndarray, query_facts: np.ndarray, config: RetrievalConfig, *, question_text: str | None = None,
+    unnamed: np.ndarray | None = None,
 ) -> RetrievalResult:
+    """``unnamed``: the vector of the question without the speakers' names (EncodedQuery.unnamed_vector)."""
     if not config.query_facts:
         query_facts = query_facts[:0]
-    prior = passage_prior(index, question, question_text, config)
+    prior = passage_prior(index, question, question_text, config, unnamed)
     fact_scores = score_facts(index, question, query_facts) if config.use_graph or config.fact_key_weight else None
     if config.fact_key_weight and prior.shape[0]:
         prior = prior + config.fact_key_weight * fact_keys(index, fact_scores, config)
