@@ -223,3 +223,22 @@ def test_answer_token_f1_by_locomo_normalisation():
     assert token_f1("The mug", "A blue mug") == pytest.approx(2 * 1.0 * 0.5 / 1.5)  # precision 1, recall 1/2
     assert token_f1("Lisbon and Porto", "Porto, Lisbon") == 1.0
     assert token_f1("no idea", "Biscuit") == 0.0
+
+
+def test_the_ablation_table_lists_the_parts_taken_away_with_their_change_from_the_prior():
+    from seem_dagster.evaluation.report import _ablation
+
+    def figures(r10, multi_hop):
+        return {"recall@10": {"overall": r10, "by_category": {"1 multi-hop": multi_hop}}}
+
+    results = {"benchmark": "locomo", "methods": {
+        "prior": figures(0.700, 0.400), "seem": figures(0.760, 0.430), "seem-named": figures(0.740, 0.435),
+        "prior-named": figures(0.650, 0.340), "bm25": figures(0.5, 0.2)}}
+    lines = _ablation(results)
+    rows = {line.split(" | ")[1]: line for line in lines if line.startswith("| ") and " | " in line}
+    assert rows["prior"].endswith("| 0.700 | 0.400 |")
+    assert rows["seem"].endswith("| 0.760 (+0.060) | 0.430 (+0.030) |")
+    # The parts taken away come after the chain, in the same columns, against the same prior.
+    assert rows["seem-named"].endswith("| 0.740 (+0.040) | 0.435 (+0.035) |")
+    assert rows["prior-named"].endswith("| 0.650 (-0.050) | 0.340 (-0.060) |")
+    assert list(rows) == ["method", "prior", "seem", "seem-named", "prior-named"]  # bm25 is no step
