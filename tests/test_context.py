@@ -45,12 +45,24 @@ def test_seed_facts_come_after_the_top_turn_with_their_dates_and_source():
     result = RetrievalResult(ranked("p0", "p1"), [seed, undated], "graph", [])
     # facts header 7 (#, #, Facts, that, matched, the, question); "- (Ann; adopt; beagle) on 2023-12-30 [D1:1]" is 19
     # (-, (, Ann, ;, adopt, ;, beagle, ), on, 2023, -, 12, -, 30, [, D1, :, 1, ]); "- (Ann; love; walks) said 2024-01-01 [D1:1]" too.
-    ctx = build_context(mem, result, TURNS_HEADER + TURN + 7 + 19 + 19 + TURN)
-    assert ctx.passage_ids == ["p0", "p1"] and ctx.tokens == 84
-    assert ctx.text.endswith("## Facts that matched the question\n- (Ann; adopt; beagle) on 2023-12-30 [D1:1]\n"
-                             "- (Ann; love; walks) said 2024-01-01 [D1:1]")
+    both = build_context(mem, result, TURNS_HEADER + TURN + 7 + 19 + 19)  # 69: p1's turn does not fit after them
+    assert both.passage_ids == ["p0"] and both.tokens == 69
+    assert both.text.endswith("## Facts that matched the question\n- (Ann; adopt; beagle) on 2023-12-30 [D1:1]\n"
+                              "- (Ann; love; walks) said 2024-01-01 [D1:1]")
     short = build_context(mem, result, TURNS_HEADER + TURN + 7 + 19 + 18)  # the second fact does not fit: nothing more
     assert short.passage_ids == ["p0"] and "walks" not in short.text and short.tokens == 50
+
+
+def test_an_undated_fact_whose_turn_is_in_the_context_gives_its_tokens_to_the_turns():
+    mem = memory(4)
+    dated = Seed("t_1", "Ann", "adopt", "beagle", "2023-12-30", "p1", 0.9)
+    undated = Seed("t_2", "Ann", "love", "walks", None, "p1", 0.8)
+    result = RetrievalResult(ranked("p0", "p1", "p2"), [dated, undated], "graph", [])
+    # 84 = p0 24 + facts 7 + 19 + 19 + p1 15. With both facts p2 does not fit; p1 is in, so the undated
+    # fact only restates it: left out, its 19 tokens take p2 (15): 24 + 7 + 19 + 15 + 15 = 80.
+    ctx = build_context(mem, result, TURNS_HEADER + TURN + 7 + 19 + 19 + TURN)
+    assert ctx.passage_ids == ["p0", "p1", "p2"] and ctx.tokens == 80
+    assert "walks" not in ctx.text and ctx.text.endswith("## Facts that matched the question\n- (Ann; adopt; beagle) on 2023-12-30 [D1:1]")
 
 
 def test_an_episode_frame_is_paid_for_once_with_the_first_turn_it_brings():

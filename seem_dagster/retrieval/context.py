@@ -6,8 +6,10 @@ histories of the properties the top turns state (current value first, superseded
 end; ``retrieval.as_of``). The budget covers the whole rendered text, headers included. Items are
 taken in order of importance (the top turn, the seed facts, the property histories, then the other
 turns in rank order, each with its episode's frame the first time that episode brings a turn) until
-the next one does not fit. A top turn longer than the whole
-budget is cut to fit: the budget is never exceeded and the context is never empty.
+the next one does not fit. A seed fact with no time of its own whose turn is in the context is left
+out: its line would restate that turn with the turn's own date, and the tokens go to more turns. A
+top turn longer than the whole budget is cut to fit: the budget is never exceeded and the context
+is never empty.
 
 A baseline's ranking has no seed facts and no episodes, so the same function gives it its turns
 alone, in the same format and within the same budget.
@@ -112,6 +114,21 @@ def build_context(
     section (header, lines) of property histories."""
     if budget_tokens < MIN_BUDGET_TOKENS:
         raise ValueError(f"a context budget must be at least {MIN_BUDGET_TOKENS} tokens, got {budget_tokens}")
+    seeds = list(result.seeds)
+    while True:
+        # Leaving facts out only frees budget, so the turns taken can only grow and a fact left out
+        # stays restated by a turn of the final context; at most one pass per seed fact.
+        context = _assemble(index, result, seeds, budget_tokens, histories)
+        inside = set(context.passage_ids)
+        kept = [s for s in seeds if s.time or s.passage_id not in inside]
+        if len(kept) == len(seeds):
+            return context
+        seeds = kept
+
+
+def _assemble(
+    index: MemoryIndex, result: RetrievalResult, seeds: list[Seed], budget_tokens: int, histories: tuple[str, list[str]] | None
+) -> Context:
     rows, budget = index.rows, _Budget(budget_tokens, *([histories[0]] if histories else []))
     ranked = [r.passage_id for r in result.ranked]
     chosen: list[str] = []
@@ -120,7 +137,7 @@ def build_context(
         cut = _first_turn(budget, rows[ranked[0]], ranked[0])
         chosen.append(ranked[0])
     full = False
-    for seed in result.seeds:
+    for seed in seeds:
         if not budget.take(FACTS_HEADER, seed.fact_id, fact_line(seed, rows[seed.passage_id])):
             full = True
             break
