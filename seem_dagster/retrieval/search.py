@@ -1,17 +1,17 @@
 """Retrieval as DESIGN.md step 5-6: fact seeds, personalized PageRank, dense fallback, RPE.
 
 Pure: the query arrives as vectors (the question's, its form without the speakers' names, its
-extracted quadruples'); the memory as a MemoryIndex. Every returned passage carries the reason it is there.
+extracted quadruples'); the memory as a MemoryIndex. Every returned passage carries its reason.
 
 Each passage starts from a prior: its direct match with the question (dense, also of the question
 without the speakers' names, + BM25, a reply sharing its question's match) plus, with
 ``fact_key_weight``, the score of its best fact: facts are retrieval keys that point back to their
 passage, so a turn whose words miss the question ("I'm off to go swimming with the kids") is still
 found through its fact (Melanie; go swim with; kids). The walk starts from that prior and the seed
-facts' entities and brings in turns that share entities with them. RPE then expands the top passages into the turns around them (their episode, session
-neighbours, replies, rare-name links), keeps only expansions the walk itself ranks within
-``rpe_within`` and places them after the first ``rpe_after`` passages: the best matches stay on
-top and the context of the best one follows them.
+facts' entities and brings in turns that share entities with them. RPE then expands the top
+passages into the turns around them (their episode, session neighbours, replies, rare-name links),
+keeps only expansions the walk itself ranks within ``rpe_within`` and places them after the first
+``rpe_after`` passages: the best matches stay on top and the context of the best one follows them.
 """
 
 from __future__ import annotations
