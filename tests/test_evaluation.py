@@ -132,6 +132,13 @@ def test_seem_eval_locomo_end_to_end_and_reuses_the_built_memory(tmp_path):
         assert (out / name).stat().st_size > 0
     assert (out / "recall_at_k.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| seem |" in (out / "results.md").read_text()
+    # Each part's change with its interval, paired over the same 13 questions.
+    rows = {(r["with"], r["without"]): r["columns"] for r in results["differences"]["rows"]}
+    structure = rows[("seem", "prior")]["recall@10 all"]
+    assert structure["questions"] == 13 and structure["low"] <= structure["difference"] <= structure["high"]
+    seem, prior = (results["methods"][m]["recall@10"]["overall"] for m in ("seem", "prior"))
+    assert structure["difference"] == pytest.approx(seem - prior)
+    assert "| seem - prior |" in (out / "results.md").read_text()
 
     # Second run: the memory is reused from the store, the figures are the same.
     assert main(["eval", "locomo", "--data", str(data), "--out", str(out), "--quiet", "--methods", "seem,bm25"]) == 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from seem_dagster.evaluation.ablation import ABLATION_STEPS, ABLATION_WITHOUT
+
 LME_TABLE = [("session", "recall_all@5"), ("session", "ndcg_any@5"), ("session", "recall_all@10"),
              ("turn", "recall_all@5"), ("turn", "recall_all@10"), ("turn", "ndcg_any@10")]
 
@@ -74,22 +76,13 @@ def markdown(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-ABLATION_STEPS = (("prior", "passage prior alone"), ("prior+facts", "+ facts as keys"), ("seem-no-rpe", "+ graph walk"),
-                  ("seem-no-fusion", "+ RPE (session)"), ("seem", "+ fusion (RPE over episodes)"),
-                  ("seem+query-facts", "+ the question's own facts"), ("seem+properties", "+ property route"))
-# Parts measured by taking them away from seem (same memory), listed after the chain.
-ABLATION_WITHOUT = (("seem-no-synonyms", "seem without the synonym edges"),
-                    ("seem-named", "seem matching the question as asked only (not also without the speakers' names)"),
-                    ("prior-named", "the prior matching the question as asked only"))
-
-
 def _ablation(results: dict) -> list[str]:
     """prior -> + facts as keys -> + walk -> + RPE -> + fusion, each row one part more; only the steps that were run."""
     methods = results["methods"]
     steps = [(name, label) for name, label in ABLATION_STEPS if name in methods]
     if len(steps) < 2:
         return []
-    steps += [(name, label) for name, label in ABLATION_WITHOUT if name in methods]
+    steps += [(name, label) for name, _, label in ABLATION_WITHOUT if name in methods]
     if results["benchmark"] == "locomo":
         cuts = [k for k in ("recall@5", "recall@10", "recall@25") if k in next(iter(methods.values()))]
         k10 = "recall@10" if "recall@10" in cuts else cuts[0]
@@ -118,6 +111,28 @@ def _ablation(results: dict) -> list[str]:
         cells = [_fmt(v) if name == steps[0][0] or v is None or b is None else f"{_fmt(v)} ({v - b:+.3f})"
                  for v, b in zip(row(name), base)]
         lines.append(f"| {label} | {name} | " + " | ".join(cells) + " |")
+    return lines + _differences(results.get("differences"), head)
+
+
+def _differences(found: dict | None, head: list[str]) -> list[str]:
+    """Each part's change per question with its interval, in the ablation table's columns."""
+    if not found or not found["rows"]:
+        return []
+    count = next((c for c in head if "recall@10" in c or "recall_all@10" in c), head[0])
+    lines = ["", f"Is each part's change outside noise? (with the part) - (without it), the mean over the same questions "
+             f"and its {found['level']:.0%} interval ({found['method']}: {found['resamples']:,} resamples, seed "
+             f"{found['seed']}; the questions are resampled, not the conversations); * marks an interval without 0. "
+             f"Last column: questions the part ranks better / worse on {count}.", "",
+             "| part | with - without | " + " | ".join(head) + " | better / worse |", "|" + "---|" * (len(head) + 3)]
+    for row in found["rows"]:
+        cells = []
+        for column in head:
+            d = row["columns"].get(column)
+            cells.append("–" if d is None else
+                         f"{d['difference']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]" + ("*" if d["outside_noise"] else ""))
+        c = row["columns"].get(count)
+        tally = "–" if c is None else f"{c['better']} / {c['worse']}"
+        lines.append(f"| {row['part']} | {row['with']} - {row['without']} | " + " | ".join(cells) + f" | {tally} |")
     return lines
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from seem_dagster import backends
 from seem_dagster.config import Layer, Resolved, SeemConfig, resolve_standard
+from seem_dagster.evaluation.ablation import differences, locomo_columns, longmemeval_columns
 from seem_dagster.evaluation.methods import ids, query_encoding, rankers
 from seem_dagster.evaluation.metrics import is_abstention, longmemeval_session_gold, normalise_locomo_evidence
 from seem_dagster.evaluation.qa import QaItem, answer_and_judge, summarise_qa
@@ -268,11 +269,13 @@ def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
     if run.benchmark == "locomo":
         results["questions"] = len(next(iter(locomo_rows.values()), []))
         results["methods"] = {m: summarise_locomo(rows) for m, rows in locomo_rows.items()}
+        results["differences"] = differences({m: locomo_columns(rows) for m, rows in locomo_rows.items()})
     else:
         results["abstention_questions_excluded"] = excluded_abstention
         results["excluded_turns"] = sum(b.get("excluded_turns", 0) for b in builds.values())
         results["methods"] = {m: {g: summarise_longmemeval(rows) for g, rows in per.items()} for m, per in lme_rows.items()}
         results["questions"] = next((r["questions"] for per in results["methods"].values() for r in per.values() if r), 0)
+        results["differences"] = differences({m: longmemeval_columns(per) for m, per in lme_rows.items()})
     if config.llm.enabled:
         results["qa"] = {
             "budget_tokens": ev.answer_budget,
