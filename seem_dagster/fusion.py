@@ -52,7 +52,6 @@ class Episode:
     vector_sum: np.ndarray | None = None
     events: list[dict] = field(default_factory=list)
     _event_keys: set = field(default_factory=set)
-    _matrix: np.ndarray | None = None
 
     def add(self, frame: FrameItem) -> None:
         self.members.append(frame)
@@ -72,12 +71,6 @@ class Episode:
     def centroid(self) -> np.ndarray:
         norm = np.linalg.norm(self.vector_sum)
         return (self.vector_sum / norm if norm > 0 else self.vector_sum).astype(np.float32)
-
-    @property
-    def member_matrix(self) -> np.ndarray:
-        if self._matrix is None or len(self._matrix) != len(self.members):
-            self._matrix = np.stack([m.vector for m in self.members])
-        return self._matrix
 
     @property
     def anchors(self) -> set[str]:
@@ -150,12 +143,56 @@ class FusionStats:
         return self.fused / self.frames if self.frames else 0.0
 
 
-def _similarity(episode: Episode, vector: np.ndarray, link: str) -> float:
-    if link == "centroid":
-        return float(episode.centroid @ vector)
-    # "max": the episode's closest frame. A centroid of many frames drifts towards the generic and
-    # attracts everything; the nearest member keeps a storyline's specific turns findable.
-    return float(np.max(episode.member_matrix @ vector))
+class _Members:
+    """Every member vector of one conversation's episodes, in the order the frames joined them (time
+    order), and the episode each belongs to: a frame is compared with all of them in one product,
+    not one per episode. Each row's cosine is its own sum, so it never depends on the other rows: an
+    incremental fusion, which starts from the saved members, gets the full fusion's figures bit for bit."""
+
+    def __init__(self, dim: int):
+        self.episodes: list[Episode] = []
+        self.sizes: list[int] = []  # members of each episode
+        self.rows = np.empty((64, dim), dtype=np.float32)
+        self.owner = np.empty(64, dtype=np.intp)
+        self.count = 0
+
+    def start(self, episode: Episode) -> int:
+        self.episodes.append(episode)
+        self.sizes.append(0)
+        return len(self.episodes) - 1
+
+    def add(self, position: int, vector: np.ndarray) -> None:
+        if self.count == len(self.rows):
+            self.rows = np.concatenate([self.rows, np.empty_like(self.rows)])
+            self.owner = np.concatenate([self.owner, np.empty_like(self.owner)])
+        self.rows[self.count] = vector
+        self.owner[self.count] = position
+        self.count += 1
+        self.sizes[position] += 1
+
+    def similarities(self, vector: np.ndarray, link: str) -> np.ndarray:
+        """Each episode's similarity with ``vector``, in ``episodes`` order."""
+        if link == "centroid":
+            return np.array([float(e.centroid @ vector) for e in self.episodes], dtype=np.float64)
+        # "max": the episode's closest frame. A centroid of many frames drifts towards the generic and
+        # attracts everything; the nearest member keeps a storyline's specific turns findable.
+        cosines = (self.rows[:self.count] * vector.astype(np.float32)).sum(axis=1)
+        best = np.full(len(self.episodes), -np.inf, dtype=np.float32)
+        np.maximum.at(best, self.owner[:self.count], cosines)
+        return best.astype(np.float64)
+
+
+def _members(episodes: Sequence[Episode], dim: int) -> dict[str, _Members]:
+    """The saved episodes' members by conversation, in the order fusion joined them."""
+    out: dict[str, _Members] = {}
+    joined = []
+    for episode in episodes:
+        index = out.setdefault(episode.conversation_id, _Members(dim))
+        position = index.start(episode)
+        joined += [(m.order, episode.conversation_id, position, m.vector) for m in episode.members]
+    for _, conversation_id, position, vector in sorted(joined, key=lambda j: j[0]):
+        out[conversation_id].add(position, vector)
+    return out
 
 
 def episode_id(conversation_id: str, first_frame_id: str) -> str:
@@ -171,27 +208,32 @@ def fuse(
     """Fuse ``frames`` (any order; processed in time order) into ``episodes`` (kept, extended)."""
     stats = stats if stats is not None else FusionStats()
     result = list(episodes)
-    for frame in sorted(frames, key=lambda f: f.order):
+    frames = sorted(frames, key=lambda f: f.order)
+    if not frames:
+        return result
+    members = _members(result, len(frames[0].vector))
+    for frame in frames:
         stats.frames += 1
-        open_eps = [e for e in result if e.conversation_id == frame.conversation_id]
-        open_full = [e for e in open_eps if len(e.members) >= config.max_passages]
-        open_eps = [e for e in open_eps if len(e.members) < config.max_passages]
+        index = members.setdefault(frame.conversation_id, _Members(len(frame.vector)))
+        sims = index.similarities(frame.vector, config.link)
+        is_open = np.array(index.sizes, dtype=np.intp) < config.max_passages
+        open_at = np.flatnonzero(is_open)
         chosen = None
-        if open_eps:
-            sims = np.array([_similarity(e, frame.vector, config.link) for e in open_eps])
-            top = np.argsort(-sims, kind="stable")[: config.candidates]
-            judged = [(judge(frame, open_eps[i], float(sims[i]), config), open_eps[i]) for i in top]
-            passing = [(j, e) for j, e in judged if j.same]
+        if open_at.size:
+            top = open_at[np.argsort(-sims[open_at], kind="stable")[: config.candidates]]
+            judged = [(judge(frame, index.episodes[i], float(sims[i]), config), i) for i in top]
+            passing = [(j, i) for j, i in judged if j.same]
             if passing:
-                chosen = max(passing, key=lambda je: je[0].score)[1]
-        if chosen is None and open_full:
-            stats.capped += int(any(_similarity(e, frame.vector, config.link) >= config.threshold for e in open_full))
+                chosen = int(max(passing, key=lambda ji: ji[0].score)[1])
         if chosen is None:
-            chosen = Episode(episode_id(frame.conversation_id, frame.frame_id), frame.conversation_id)
-            result.append(chosen)
+            stats.capped += int(bool(np.any(sims[~is_open] >= config.threshold)))
+            episode = Episode(episode_id(frame.conversation_id, frame.frame_id), frame.conversation_id)
+            result.append(episode)
+            chosen = index.start(episode)
         else:
             stats.fused += 1
-        chosen.add(frame)
+        index.episodes[chosen].add(frame)
+        index.add(chosen, frame.vector)
     return result
 
 

@@ -12,7 +12,7 @@ from seem_dagster import backends
 from seem_dagster.config import FusionConfig
 from seem_dagster.episodic import frame_items, fuse_frames
 from seem_dagster.extraction.interface import inputs_from_passages, to_tables
-from seem_dagster.fusion import FrameItem, fuse
+from seem_dagster.fusion import FrameItem, FusionStats, fuse
 from seem_dagster.ingest import load_input
 from seem_dagster.schemas import Episodes, EventFrames, Passages
 
@@ -56,6 +56,19 @@ def test_episode_cap_and_every_passage_kept():
     episodes = fuse(frames, cfg)
     assert [len(e.members) for e in episodes] == [3, 3, 2]
     assert sorted(p for e in episodes for p in e.passage_ids) == sorted(f.passage_id for f in frames)
+
+
+def test_each_conversation_fuses_apart_and_a_frame_a_full_episode_turns_away_is_counted():
+    cfg = FusionConfig(threshold=0.9, min_similarity=0.0, max_passages=2)
+    mine = [frame(i, unit(1, 0, 0)) for i in range(3)]  # the third finds its episode full
+    other = [replace(frame(10 + i, unit(1, 0, 0)), conversation_id="d") for i in range(2)]  # the same vector elsewhere
+    stats = FusionStats()
+    episodes = fuse(mine + other, cfg, stats=stats)
+    assert [(e.conversation_id, e.passage_ids) for e in episodes] == [("c", ["p0", "p1"]), ("c", ["p2"]), ("d", ["p10", "p11"])]
+    assert (stats.frames, stats.fused, stats.capped) == (5, 2, 1)
+    # Continued from the first two frames' episodes, fusion reaches the same episodes.
+    again = fuse(mine[2:] + other, cfg, fuse(mine[:2], cfg))
+    assert [(e.conversation_id, e.passage_ids) for e in again] == [(e.conversation_id, e.passage_ids) for e in episodes]
 
 
 def test_frames_are_fused_in_time_order_whatever_the_input_order():
