@@ -2,8 +2,9 @@
 alone, get the vectors a full build gives them (fusion's near-ties follow the last bits)."""
 
 import numpy as np
+import pytest
 
-from seem_dagster.embeddings.models import MiniLMEmbedder
+from seem_dagster.embeddings.models import MiniLMEmbedder, native_bf16
 
 TEXTS = [
     "Caroline: I went to the LGBTQ support group yesterday.",
@@ -38,3 +39,47 @@ def test_the_vectors_are_minilms_usual_ones_to_the_last_bits():
         mask = features["attention_mask"].unsqueeze(-1).to(tokens.dtype)
         padded = torch.nn.functional.normalize((tokens * mask).sum(1) / mask.sum(1), dim=1).numpy()
     assert np.abs(minilm.encode(TEXTS) - padded).max() < 1e-5
+
+
+needs_bf16 = pytest.mark.skipif(not native_bf16(), reason="this CPU has no native bfloat16 (minilm-bf16 is refused here)")
+
+
+@needs_bf16
+def test_bf16_vectors_are_minilms_to_four_nines_and_do_not_depend_on_their_batch():
+    fp32, bf16 = MiniLMEmbedder(), MiniLMEmbedder(batch_size=2, precision="bf16")
+    assert bf16.name == "all-MiniLM-L6-v2 bf16" != fp32.name  # other vectors: other cache keys and build records
+    together = bf16.encode(TEXTS)
+    assert together.dtype == np.float32 and np.allclose(np.linalg.norm(together, axis=1), 1, atol=1e-6)
+    assert ((together * fp32.encode(TEXTS)).sum(axis=1) > 0.9999).all()
+    for i, text in enumerate(TEXTS):
+        assert np.array_equal(bf16.encode([text])[0], together[i]), text
+
+
+def test_bf16_is_refused_on_a_cpu_without_it(monkeypatch):
+    from seem_dagster.embeddings import models
+
+    monkeypatch.setattr(models, "native_bf16", lambda: False)  # a stand-in for such a CPU: this one may have it
+    with pytest.raises(RuntimeError, match="native bfloat16.*use minilm"):
+        models.MiniLMEmbedder(precision="bf16").encode(["Melanie went camping"])
+    with pytest.raises(ValueError, match="fp32 or bf16"):
+        models.MiniLMEmbedder(precision="int8")
+
+
+@needs_bf16
+@pytest.mark.slow
+def test_a_memory_built_with_bf16_says_so_and_the_fp32_model_builds_another(tmp_path):
+    from conftest import SAMPLE, tree
+    from seem_dagster.defs.assemble import build_defs
+    from seem_dagster.defs.runner import build_conversations
+    from seem_dagster.registry import register_file
+    from seem_dagster.store.snapshot import read_table, table_path
+
+    store = tmp_path / "store"
+    register_file(store, str(SAMPLE), "jsonl")
+    (outcome,) = build_conversations(build_defs(tree(store, {"extraction.embedder": "minilm-bf16"})), ["priya-tomas"])
+    assert outcome.success, outcome.error
+    index = read_table(table_path(store, "retrieval_index", "priya-tomas"))
+    assert set(index["model"].to_list()) == {"all-MiniLM-L6-v2 bf16"}
+    # The same build with the fp32 model is another memory: it is built again, not reused.
+    (again,) = build_conversations(build_defs(tree(store)), ["priya-tomas"])
+    assert again.success and set(read_table(table_path(store, "retrieval_index", "priya-tomas"))["model"].to_list()) == {"all-MiniLM-L6-v2"}
