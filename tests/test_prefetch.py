@@ -2,6 +2,8 @@
 build's own extraction would, a build with it makes the same memory as without, and losing its process
 loses nothing."""
 
+import signal
+
 import pytest
 from dagster import DagsterInstance
 
@@ -102,6 +104,16 @@ def test_a_stop_does_not_wait_for_the_process_to_start(tmp_path):
         assert ConversationCache(store, "c0").kv("extraction", cache_name(EmbeddedExtractor())) == {}
     finally:
         background.close()
+
+
+def test_a_process_still_starting_is_not_waited_for_at_the_end(tmp_path):
+    store, background = _background(tmp_path)
+    background.start("c0")
+    background.finish()  # at once: still loading spaCy, so it saves nothing
+    process = background._worker[0]
+    background.close()
+    assert process.returncode == -signal.SIGKILL  # ended, not left to finish its start-up
+    assert ConversationCache(store, "c0").kv("extraction", cache_name(EmbeddedExtractor())) == {}
 
 
 def test_a_dead_prefetch_process_loses_nothing(tmp_path, caplog):
