@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from seem_dagster.evaluation.ablation import ABLATION_STEPS, ABLATION_WITHOUT
+from seem_dagster.evaluation.ablation import ABLATION_STEPS, ABLATION_WITHOUT, LME_COLUMNS, LOCOMO_CUTS
 
 LME_TABLE = [("session", "recall_all@5"), ("session", "ndcg_any@5"), ("session", "recall_all@10"),
              ("turn", "recall_all@5"), ("turn", "recall_all@10"), ("turn", "ndcg_any@10")]
@@ -84,7 +84,7 @@ def _ablation(results: dict) -> list[str]:
         return []
     steps += [(name, label) for name, _, label in ABLATION_WITHOUT if name in methods]
     if results["benchmark"] == "locomo":
-        cuts = [k for k in ("recall@5", "recall@10", "recall@25") if k in next(iter(methods.values()))]
+        cuts = [f"recall@{k}" for k in LOCOMO_CUTS if f"recall@{k}" in next(iter(methods.values()))]
         k10 = "recall@10" if "recall@10" in cuts else cuts[0]
         cats = list(methods[steps[0][0]][k10]["by_category"])
 
@@ -94,8 +94,7 @@ def _ablation(results: dict) -> list[str]:
 
         head = [f"{k} all" for k in cuts] + [f"{k10} {c}" for c in cats]
     else:
-        cols = [(g, m) for g, m in (("session", "recall_all@5"), ("turn", "recall_all@5"), ("turn", "recall_all@10"))
-                if g in results["config"]["granularities"]]
+        cols = [(g, m) for g, m in LME_COLUMNS if g in results["config"]["granularities"]]
         types = sorted({t for per in methods.values() for t in (per.get("turn") or {}).get("by_type", {})})
 
         def row(name):
