@@ -3,6 +3,7 @@
 import pytest
 
 from seem_dagster.evaluation.ablation import (
+    by_group,
     comparisons,
     differences,
     locomo_columns,
@@ -72,13 +73,16 @@ def test_differences_pair_the_same_questions_and_the_report_prints_them_in_the_a
     cats = ["1 multi-hop", "1 multi-hop", "4 single-hop", "4 single-hop"]
     rows = {"prior": [q(c, r) for c, r in zip(cats, [0.0, 0.0, 1.0, 1.0])],
             "seem": [q(c, r) for c, r in zip(cats, [1.0, 1.0, 1.0, 0.0])]}
-    found = differences({m: locomo_columns(r) for m, r in rows.items()})
+    found = differences({m: locomo_columns(r) for m, r in rows.items()}, ["a", "a", "b", "b"])
     (row,) = found["rows"]
     assert (row["with"], row["without"]) == ("seem", "prior")
     mh, single, overall = (row["columns"][c] for c in ("recall@10 1 multi-hop", "recall@10 4 single-hop", "recall@10 all"))
     assert (mh["difference"], mh["low"], mh["high"], mh["questions"], mh["outside_noise"]) == (1.0, 1.0, 1.0, 2, True)
     assert (single["difference"], single["low"], single["high"], single["worse"]) == (-0.5, -1.0, 0.0, 1)
     assert (overall["difference"], overall["better"], overall["worse"], overall["questions"]) == (0.25, 2, 1, 4)
+    # Conversation a gains both its questions (+2), b loses one (-1); multi-hop is asked in a only.
+    assert (overall["groups_better"], overall["groups_worse"], overall["groups"]) == (1, 1, 2)
+    assert (mh["groups_better"], mh["groups_worse"], mh["groups"]) == (1, 0, 1)
 
     def figures(r):
         return {"recall@10": {"overall": sum(x.scores["recall@10"] for x in r) / 4,
@@ -88,4 +92,9 @@ def test_differences_pair_the_same_questions_and_the_report_prints_them_in_the_a
     (printed,) = [line for line in lines if "| seem - prior |" in line]
     # Nothing was run between them: the row names every part between the prior and seem.
     assert printed.startswith("| + facts as keys, + graph walk, + RPE (session), + fusion (RPE over episodes) | seem - prior | +0.250 [")
-    assert printed.endswith("| +1.000 [+1.000, +1.000]* | -0.500 [-1.000, +0.000] | 2 / 1 |")
+    assert printed.endswith("| +1.000 [+1.000, +1.000]* | -0.500 [-1.000, +0.000] | 2 / 1 (conversations 1 / 1 of 2) |")
+
+
+def test_a_change_is_counted_per_conversation_by_its_mean():
+    # a: +1 and -1 cancel (neither), b: +0.5, c: -0.25.
+    assert by_group([1.0, 0.0, 0.5, 0.0], [0.0, 1.0, 0.0, 0.25], ["a", "a", "b", "c"]) == (1, 1)

@@ -116,9 +116,19 @@ def longmemeval_columns(per_granularity: Mapping[str, Sequence[tuple[str, dict[s
     return columns
 
 
-def differences(columns: Mapping[str, Mapping[str, Sequence[float | None]]]) -> dict:
+def by_group(with_part: Sequence[float], without_part: Sequence[float], groups: Sequence[str]) -> tuple[int, int]:
+    """(groups where the part's mean change is above 0, groups where it is below): does a change hold
+    in every conversation, or come from one?"""
+    sums: dict[str, float] = {}
+    for a, b, g in zip(with_part, without_part, groups, strict=True):
+        sums[g] = sums.get(g, 0.0) + a - b
+    return sum(1 for v in sums.values() if v > 1e-12), sum(1 for v in sums.values() if v < -1e-12)
+
+
+def differences(columns: Mapping[str, Mapping[str, Sequence[float | None]]], groups: Sequence[str] | None = None) -> dict:
     """For results.json: every comparison of the methods in ``columns`` (method -> column -> per-question
-    scores, the same questions in the same order for every method), per column."""
+    scores, the same questions in the same order for every method), per column; with ``groups`` (each
+    question's conversation), also the conversations the part moves up and down."""
     rows = []
     for label, with_part, without in comparisons(list(columns)):
         cells = {}
@@ -126,9 +136,14 @@ def differences(columns: Mapping[str, Mapping[str, Sequence[float | None]]]) -> 
             other = columns[without].get(column)
             if other is None:
                 continue
-            pairs = [(a, b) for a, b in zip(scores, other, strict=True) if a is not None and b is not None]
-            diff = paired_difference([a for a, _ in pairs], [b for _, b in pairs])
-            if diff is not None:
-                cells[column] = {**asdict(diff), "outside_noise": diff.outside_noise}
+            kept = [i for i, (a, b) in enumerate(zip(scores, other, strict=True)) if a is not None and b is not None]
+            a, b = [scores[i] for i in kept], [other[i] for i in kept]
+            diff = paired_difference(a, b)
+            if diff is None:
+                continue
+            cells[column] = {**asdict(diff), "outside_noise": diff.outside_noise}
+            if groups is not None:
+                up, down = by_group(a, b, [groups[i] for i in kept])
+                cells[column].update(groups_better=up, groups_worse=down, groups=len({groups[i] for i in kept}))
         rows.append({"part": label, "with": with_part, "without": without, "columns": cells})
     return {"method": "paired bootstrap over questions", "resamples": RESAMPLES, "level": LEVEL, "seed": SEED, "rows": rows}

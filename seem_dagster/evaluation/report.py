@@ -121,7 +121,8 @@ def _differences(found: dict | None, head: list[str]) -> list[str]:
     lines = ["", f"Is each part's change outside noise? (with the part) - (without it), the mean over the same questions "
              f"and its {found['level']:.0%} interval ({found['method']}: {found['resamples']:,} resamples, seed "
              f"{found['seed']}; the questions are resampled, not the conversations); * marks an interval without 0. "
-             f"Last column: questions the part ranks better / worse on {count}.", "",
+             f"Last column: questions the part ranks better / worse on {count} (and, on LoCoMo, the conversations "
+             f"whose mean it raises / lowers).", "",
              "| part | with - without | " + " | ".join(head) + " | better / worse |", "|" + "---|" * (len(head) + 3)]
     for row in found["rows"]:
         cells = []
@@ -130,7 +131,8 @@ def _differences(found: dict | None, head: list[str]) -> list[str]:
             cells.append("–" if d is None else
                          f"{d['difference']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]" + ("*" if d["outside_noise"] else ""))
         c = row["columns"].get(count)
-        tally = "–" if c is None else f"{c['better']} / {c['worse']}"
+        tally = "–" if c is None else f"{c['better']} / {c['worse']}" + (
+            f" (conversations {c['groups_better']} / {c['groups_worse']} of {c['groups']})" if "groups" in c else "")
         lines.append(f"| {row['part']} | {row['with']} - {row['without']} | " + " | ".join(cells) + f" | {tally} |")
     return lines
 

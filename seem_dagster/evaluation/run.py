@@ -238,6 +238,7 @@ def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
                     locomo_rows[name].append(LocomoQuestion(
                         locomo_category(q[Questions.category]),
                         score_locomo(gold, refs, ks, {b: [ref_of[p] for p in build_context(index, result, b).passage_ids] for b in budgets}),
+                        cid,
                     ))
                 else:
                     _score_lme(lme_rows[name], q, refs, [speaker_of[p] for p in ranking], ref_of)
@@ -269,7 +270,8 @@ def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
     if run.benchmark == "locomo":
         results["questions"] = len(next(iter(locomo_rows.values()), []))
         results["methods"] = {m: summarise_locomo(rows) for m, rows in locomo_rows.items()}
-        results["differences"] = differences({m: locomo_columns(rows) for m, rows in locomo_rows.items()})
+        results["differences"] = differences({m: locomo_columns(rows) for m, rows in locomo_rows.items()},
+                                             [q.conversation for q in next(iter(locomo_rows.values()), [])])
     else:
         results["abstention_questions_excluded"] = excluded_abstention
         results["excluded_turns"] = sum(b.get("excluded_turns", 0) for b in builds.values())

@@ -22,6 +22,7 @@ LME_KS = (1, 3, 5, 10, 30, 50)
 class LocomoQuestion:
     category: str
     scores: dict[str, float]  # "recall@10", "recall@budget1000", ...
+    conversation: str = ""  # the conversation asked about (the ablation counts conversations too)
 
 
 def score_locomo(
