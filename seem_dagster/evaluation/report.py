@@ -68,7 +68,8 @@ def markdown(results: dict) -> str:
     lines += ["", "Build seconds per 1k passages" + (" (stage timings of reused builds come from the run that built them)"
                                                     if timing["conversations_reused"] else "") + ":", ""]
     lines += [f"- {stage}: {seconds:.1f}" for stage, seconds in build["seem_stages"].items()]
-    lines += [f"- SEEM total: {_ms(build['seem_total'])}; BM25 index: {build['bm25']:.3f}; dense embedding: {build['dense']:.1f}",
+    lines += [f"- SEEM total: {_ms(build['seem_total'])}; BM25 index: {build['bm25']:.3f}; "
+              f"dense embedding ({results['config']['embedder']}): {build['dense']:.1f}",
               f"- SEEM/BM25 {_ms(timing['build_ratio']['seem_vs_bm25'])}x, SEEM/dense {_ms(timing['build_ratio']['seem_vs_dense'])}x",
               f"- peak RSS {timing['peak_rss_mb']:.0f} MB; run {results['seconds_total']:.0f} s "
               f"(build {timing['build_seconds_this_run']:.0f} s, {timing['conversations_built_this_run']} built, "
