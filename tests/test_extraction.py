@@ -174,3 +174,37 @@ def test_a_parse_worker_killed_loses_no_passage(sample, caplog):
         assert extractor._pool.pids() and not set(extractor._pool.pids()) & set(killed)
     finally:
         extractor.close()
+
+
+def test_an_interrupt_handled_during_a_workers_fork_stops_the_build_after_it(monkeypatch):
+    """SIGINT blocked in the forking thread still reaches another thread of the process, and Python then
+    runs the handler in this one, possibly inside a library's at-fork hook: it must only be noted there,
+    and raised once the worker is started and listed (so the interrupt kills it)."""
+    import multiprocessing.context
+
+    from seem_dagster.extraction.parse_pool import WorkerPool
+
+    class Interrupted(Exception):
+        pass
+
+    def interrupt(signum, frame):
+        raise Interrupted
+
+    started = []
+    start = multiprocessing.context.ForkProcess.start
+
+    def start_and_handle(self):  # the handler run inside the fork, as another thread's signal makes Python do
+        start(self)
+        started.append(self)
+        signal.getsignal(signal.SIGINT)(signal.SIGINT, None)
+
+    monkeypatch.setattr(multiprocessing.context.ForkProcess, "start", start_and_handle)
+    previous = signal.signal(signal.SIGINT, interrupt)
+    try:
+        pool = WorkerPool(lambda chunk: chunk, 2)
+        with pytest.raises(Interrupted):
+            pool.map_chunks([1, 2, 3, 4], 2)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert len(started) == 1 and started[0].exitcode == -signal.SIGKILL  # listed, so killed with the build
+    assert pool._workers == []
