@@ -22,12 +22,13 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import signal
-import threading
 import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import TypeVar
+
+from seem_dagster import interrupts
 
 log = logging.getLogger(__name__)
 
@@ -57,18 +58,6 @@ def _serve(work: Callable, conn: Connection) -> None:
         except Exception:  # sent back as text: an exception object may not pickle
             reply = (False, traceback.format_exc())
         conn.send(reply)
-
-
-def _hold_sigint(held: list[int]):
-    """Record SIGINT in ``held`` instead of handling it; returns the handler to put back (None where
-    handlers cannot be changed: outside the main thread, or a handler not set from Python)."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    handler = signal.getsignal(signal.SIGINT)
-    if handler is None:
-        return None
-    signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
-    return handler
 
 
 class WorkerPool:
@@ -109,21 +98,16 @@ class WorkerPool:
             # The block holds for this thread only: the kernel gives the signal to another thread of the
             # process (polars', torch's), and Python then runs its handler here, at the next line of
             # Python, which can be an at-fork hook of a library (filelock's): the interrupt's traceback
-            # was printed as "Exception ignored". So the handler is also held across the fork, and the
-            # signal raised again after it, where the build stops as from any other line.
-            held: list[int] = []
-            handler = _hold_sigint(held)
+            # was printed as "Exception ignored". So the handler is also held across the fork
+            # (``deferred``) and acts once the worker is listed, where the build stops as from any line.
             previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
             try:
-                process.start()
-                theirs.close()  # so a dead worker's pipe reads as closed here
-                self._workers.append((process, mine))
+                with interrupts.deferred():
+                    process.start()
+                    theirs.close()  # so a dead worker's pipe reads as closed here
+                    self._workers.append((process, mine))
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-                if handler is not None:
-                    signal.signal(signal.SIGINT, handler)
-                    if held:
-                        signal.raise_signal(signal.SIGINT)
 
     def _dispatch(self, chunks: list[list]) -> list[list]:
         parts: list = [None] * len(chunks)
