@@ -90,16 +90,12 @@ class WorkerPool:
         for _ in range(self.processes):
             mine, theirs = context.Pipe()
             process = context.Process(target=_serve, args=(self.work, theirs), daemon=True, name="seem-extraction")
-            # A Ctrl-C reaches the whole process group, a worker too before it ignores SIGINT: in that
-            # window (the at-fork hooks of the libraries loaded) it printed a traceback. Blocked here
-            # across the fork, the child inherits the block until it ignores the signal; here it is
-            # delivered when unblocked, nothing lost.
-            # Listed before the signal can arrive, so an interrupt kills every worker started (``map_chunks``).
-            # The block holds for this thread only: the kernel gives the signal to another thread of the
-            # process (polars', torch's), and Python then runs its handler here, at the next line of
-            # Python, which can be an at-fork hook of a library (filelock's): the interrupt's traceback
-            # was printed as "Exception ignored". So the handler is also held across the fork
-            # (``deferred``) and acts once the worker is listed, where the build stops as from any line.
+            # A Ctrl-C reaches the whole process group, a worker too before it ignores SIGINT: blocked
+            # across the fork, the child inherits the block until it ignores the signal. The block holds
+            # for this thread only, and the kernel may give the signal to another thread (polars',
+            # torch's); Python then runs the handler here at its next line, which can be a library's
+            # at-fork hook (filelock's), where its exception is only printed. So the handlers are held
+            # too (``deferred``) and act once the worker is listed: an interrupt kills every worker started.
             previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
             try:
                 with interrupts.deferred():
