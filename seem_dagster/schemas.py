@@ -101,6 +101,10 @@ class Facts(pa.DataFrameModel):
     object: str = pa.Field(str_length={"min_value": 1})
     time: str = pa.Field(nullable=True, str_matches=ISO_TIME)
     time_text: str = pa.Field(nullable=True)
+    # The characters of the passage's text that state the fact (end exclusive), when the extractor
+    # knows them: the retrieval index pools the fact's vector from the passage's own tokens there.
+    span_start: int = pa.Field(nullable=True, ge=0)
+    span_end: int = pa.Field(nullable=True, ge=1)
     passage_id: str = pa.Field()
     extractor: str = pa.Field()
 

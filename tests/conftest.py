@@ -65,6 +65,18 @@ def tree(store=None, settings: dict | None = None):
 SAMPLE_CONVERSATION_ID = "priya-tomas"
 
 
+def build_sample(store, settings: dict | None = None):
+    """The bundled sample registered in ``store`` and built through Dagster with ``settings``; the build's outcome."""
+    from seem_dagster.defs.assemble import build_defs
+    from seem_dagster.defs.runner import build_conversations
+    from seem_dagster.registry import register_file
+
+    register_file(store, str(SAMPLE), "jsonl")
+    (outcome,) = build_conversations(build_defs(tree(store, settings)), [SAMPLE_CONVERSATION_ID])
+    assert outcome.success, outcome.error
+    return outcome
+
+
 def seem_cli(*args: str, timeout: int = 600, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([str(Path(sys.executable).parent / "seem"), *args], capture_output=True, text=True, timeout=timeout, **kw)
 

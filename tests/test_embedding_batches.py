@@ -68,18 +68,41 @@ def test_bf16_is_refused_on_a_cpu_without_it(monkeypatch):
 @needs_bf16
 @pytest.mark.slow
 def test_a_memory_built_with_bf16_says_so_and_the_fp32_model_builds_another(tmp_path):
-    from conftest import SAMPLE, tree
+    from conftest import build_sample, tree
     from seem_dagster.defs.assemble import build_defs
     from seem_dagster.defs.runner import build_conversations
-    from seem_dagster.registry import register_file
     from seem_dagster.store.snapshot import read_table, table_path
 
     store = tmp_path / "store"
-    register_file(store, str(SAMPLE), "jsonl")
-    (outcome,) = build_conversations(build_defs(tree(store, {"extraction.embedder": "minilm-bf16"})), ["priya-tomas"])
-    assert outcome.success, outcome.error
+    build_sample(store, {"extraction.embedder": "minilm-bf16"})
     index = read_table(table_path(store, "retrieval_index", "priya-tomas"))
     assert set(index["model"].to_list()) == {"all-MiniLM-L6-v2 bf16"}
     # The same build with the fp32 model is another memory: it is built again, not reused.
     (again,) = build_conversations(build_defs(tree(store)), ["priya-tomas"])
     assert again.success and set(read_table(table_path(store, "retrieval_index", "priya-tomas"))["model"].to_list()) == {"all-MiniLM-L6-v2"}
+
+
+def test_a_span_pooled_from_the_texts_own_pass_is_the_mean_of_its_tokens_states():
+    """encode_pooled: the texts' vectors as encode gives them and, from the same forward pass, each span's
+    tokens' mean state (special and padding tokens never count), whatever the batch."""
+    import torch
+
+    minilm = MiniLMEmbedder(batch_size=2)
+    text = TEXTS[1]  # "Melanie: We went camping with the kids last weekend!"
+    camping = ((0, 7), (text.index("went"), text.index("kids") + 4))  # the name, then "went camping with the kids"
+    past_the_end = ((500, 600),)
+    vectors, pooled = minilm.encode_pooled(TEXTS, [(), (camping, past_the_end)] + [()] * (len(TEXTS) - 2))
+    assert np.array_equal(vectors, minilm.encode(TEXTS))
+    assert pooled[0] == [] and pooled[1][1] is None
+    tokenizer, model, limit = minilm._loaded
+    features = tokenizer([text], return_offsets_mapping=True, return_tensors="pt")
+    offsets = features.pop("offset_mapping")[0].tolist()
+    words = [tokenizer.convert_ids_to_tokens(int(i)) for i in features["input_ids"][0]]
+    chosen = [i for i, (a, b) in enumerate(offsets) if b > a and (b <= 7 or a >= camping[1][0] and b <= camping[1][1])]
+    assert [words[i] for i in chosen] == ["melanie", "went", "camping", "with", "the", "kids"]
+    with torch.inference_mode():
+        states = model(**features).last_hidden_state[0]
+    expected = torch.nn.functional.normalize(states[chosen].mean(0), dim=0).numpy()
+    assert np.abs(pooled[1][0] - expected).max() < 1e-5
+    alone = MiniLMEmbedder().encode_pooled([text], [(camping,)])[1][0][0]
+    assert np.array_equal(alone, pooled[1][0])  # the batch does not change it

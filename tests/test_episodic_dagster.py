@@ -134,11 +134,11 @@ def test_run_config_changes_a_setting_for_one_run_and_each_table_records_what_ma
     (result,) = build_conversations(defs, [CID], instance=instance,
                                     run_config={"resources": {"seem": {"config": {"fusion": {"threshold": 0.99}}}}})
     assert result.success, result.error
-    footers = {a: snapshot.read_footer(snapshot.table_path(store, a, CID)) for a in ("passages", "event_frames", "episodes")}
+    footers = {a: snapshot.read_footer(snapshot.table_path(store, a, CID)) for a in ("passages", "event_frames", "facts", "episodes")}
     assert footers["episodes"]["stage"]["fusion"]["threshold"] == 0.99 and _meta(instance, "episodes")["fusion_config"]["threshold"] == 0.99
     assert {f["build_id"] for f in footers.values()} == {result.run_id}
     assert footers["episodes"]["upstream"] == {"event_frames": footers["event_frames"]["fingerprint"],
-                                               "passages": footers["passages"]["fingerprint"]}
+                                               "passages": footers["passages"]["fingerprint"], "facts": footers["facts"]["fingerprint"]}
     assert footers["passages"]["stage"]["source"]["path"] == str(SAMPLE)
     assert _meta(instance, "episodes")["made_from"] == footers["episodes"]["upstream"]
     # A run config the tree refuses fails the run before any step, with the setting named.
@@ -165,10 +165,11 @@ def test_a_step_refuses_inputs_from_two_builds(tmp_path):
 
 def test_fusion_on_passage_vectors_embeds_no_summary(tmp_path):
     """fusion.vectors = passage: the judge compares the passages' vectors, which the retrieval index
-    needs anyway, so the build embeds passages and facts with MiniLM (entity names go through the
-    static table, synonyms.embedder), and no frame summary."""
-    from seem_dagster.embeddings.cache import HASH, text_hash
-    from seem_dagster.retrieval.index import fact_text, passage_text
+    needs anyway, so the build embeds passages with MiniLM, pools most facts' vectors from that same
+    pass and embeds only the rest alone (entity names go through the static table,
+    synonyms.embedder), and no frame summary."""
+    from seem_dagster.embeddings.cache import HASH, span_hash, text_hash
+    from seem_dagster.retrieval.index import fact_text, passage_text, pooled_fact_spans
     from seem_dagster.store.cache import ConversationCache
 
     store, instance = tmp_path / "store", DagsterInstance.ephemeral()
@@ -176,10 +177,16 @@ def test_fusion_on_passage_vectors_embeds_no_summary(tmp_path):
     (outcome,) = build_conversations(build_defs(tree(store, {"fusion.vectors": "passage"})), [CID], instance=instance)
     assert outcome.success, outcome.error
     read = {name: snapshot.read_table(snapshot.table_path(store, name, CID)) for name in ("passages", "facts", "entities", "event_frames")}
-    texts = ([passage_text(s, t) for s, t in read["passages"].select("speaker", "text").iter_rows()]
-             + [fact_text(*r) for r in read["facts"].select("subject", "relation", "object").iter_rows()])
+    texts = {pid: passage_text(s, t) for pid, s, t in read["passages"].select("passage_id", "speaker", "text").iter_rows()}
+    spans = pooled_fact_spans(read["passages"], read["facts"])
+    pooled = [span_hash(texts[pid], ranges) for pid, items in spans.items() for _, ranges in items]
+    pooled_ids = {f for items in spans.values() for f, _ in items}
+    alone = [fact_text(s, r, o) for f, s, r, o in read["facts"].select("fact_id", "subject", "relation", "object").iter_rows() if f not in pooled_ids]
     cached = set(ConversationCache(store, CID).table("embeddings", "all-MiniLM-L6-v2")[HASH].to_list())
-    assert cached == {text_hash(t) for t in texts}
+    assert alone and pooled and cached == {text_hash(t) for t in [*texts.values(), *alone]} | set(pooled)
+    # The episodes step ran each passage through the model once, pooling its facts then: the index
+    # step found them all in the cache and ran the model for the facts embedded alone only.
+    assert _meta(instance, "retrieval_index")["embedded"] == len(set(alone))
     assert {text_hash(n) for n in read["entities"]["name"].to_list()} - cached  # names are not MiniLM's
     summaries = {text_hash(s) for s in read["event_frames"]["summary"].to_list()}
     assert summaries - cached  # the summaries differ from the passages, and none was embedded

@@ -34,6 +34,18 @@ def test_first_person_becomes_the_speaker_and_yesterday_a_date(sample):
     assert res.summary.startswith("Tomas: ") and "Tomas adopted a beagle yesterday (2024-04-13)" in res.summary
 
 
+def test_a_fact_knows_where_its_passage_says_it(sample):
+    """From its verb to the end of its object: the characters the retrieval index pools its vector from."""
+    results, by_ref, inputs, _ = sample
+    text = {i.passage_id: i.text for i in inputs}
+    adopted = next(f for f in results[by_ref["s2-01"]].facts if f.relation == "adopt")  # "I adopted a beagle yesterday!"
+    assert text[by_ref["s2-01"]][adopted.span_start:adopted.span_end] == "adopted a beagle"
+    pottery = next(f for f in results[by_ref["s1-10"]].facts if f.relation == "start")
+    assert text[by_ref["s1-10"]][pottery.span_start:pottery.span_end] == "started a pottery class"
+    spans = [(f.span_start, f.span_end, len(text[pid])) for pid, res in results.items() for f in res.facts]
+    assert spans and all(0 <= start < end <= length for start, end, length in spans)
+
+
 def test_cause_location_and_future_dates(sample):
     results, by_ref, _, _ = sample
     pottery = results[by_ref["s1-10"]]
@@ -106,6 +118,10 @@ def test_frames_and_facts_validate_on_every_locomo_dev_conversation(locomo_dev):
         assert frames.height == conv.passages.height
         assert set(facts[Facts.passage_id]) <= set(conv.passages[Passages.passage_id])
         assert facts.filter(pl.col(Facts.time).is_not_null()).height > 0
+        # Every fact of the embedded extractor says where it is said, inside its passage.
+        lengths = dict(zip(conv.passages[Passages.passage_id], conv.passages[Passages.text].str.len_chars()))
+        assert facts[Facts.span_start].null_count() == 0
+        assert all(0 <= a < b <= lengths[p] for a, b, p in facts.select(Facts.span_start, Facts.span_end, Facts.passage_id).iter_rows())
 
 
 

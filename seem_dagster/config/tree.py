@@ -61,6 +61,13 @@ class ExtractionConfig(Section):
         "minilm-bf16: the same model with bfloat16 matrix products, about half the time on a CPU that has them natively "
         "(AVX512-BF16 or AMX; refused elsewhere), vectors at cosine 0.9999 with minilm's"
     )
+    fact_vectors: Literal["pooled", "embedded"] = Field(
+        "pooled", description="pooled: a fact's vector is the mean of its passage's token states where the extractor found "
+        "it, from the pass that embeds the passage (no second pass of the model; dated facts, facts that state a "
+        "single-valued property and facts without a place, such as a language model's, are still embedded alone); "
+        "embedded: every fact's text embedded on its own, about 2 s more per 1,000 turns of build for 0.003 more "
+        "LoCoMo R@10 (docs/experiments.md)"
+    )
     parse_processes: int = Field(
         2, ge=1, description="processes that parse and extract a build's new turns (the same extractions in any number): "
         "workers started by the first build with more than one batch of 64 new turns, kept for the process; at most the cores "
@@ -259,7 +266,8 @@ class AgentConfig(Section):
     max_tokens: int = Field(512, ge=1, description="cap on each model reply's tokens")
 
 
-Method = Literal["seem", "seem+query-facts", "seem-no-rpe", "seem-no-fusion", "seem-no-synonyms", "seem-named", "prior", "prior-named",
+Method = Literal["seem", "seem+query-facts", "seem-no-rpe", "seem-no-fusion", "seem-no-synonyms", "seem-named", "seem-embedded-facts",
+                 "prior", "prior-named",
                  "prior+facts", "prior+rpe",
                  "graph-only", "dense", "bm25", "hybrid", "hybrid+reply", "seem+properties"]
 METHODS: tuple[str, ...] = get_args(Method)

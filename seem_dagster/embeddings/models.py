@@ -81,12 +81,20 @@ class MiniLMEmbedder:
         alone (a new session's turns), and fusion's near-ties would follow them; so each text is padded
         to a length that depends on itself only (its token count rounded up to PAD_TO), and texts of
         the same padded length are batched together."""
+        return self.encode_pooled(texts, [()] * len(texts))[0]
+
+    def encode_pooled(self, texts: Sequence[str], spans: Sequence[Sequence[Ranges]]) -> tuple[np.ndarray, list[list[np.ndarray | None]]]:
+        """The texts' vectors, as ``encode`` gives them, and from the same forward pass, for each span of
+        each text (a tuple of character ranges, end exclusive) the normalised mean of the states of the
+        text's tokens that overlap it: a part of a text embedded in its context at no further cost. A
+        span with no such token (past the model's length limit) gets None."""
         import torch
 
         texts = list(texts)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        pooled: list[list[np.ndarray | None]] = [[None] * len(s) for s in spans]
         if not texts:
-            return out
+            return out, pooled
         tokenizer, model, limit = self._loaded
         lengths = [len(ids) for ids in tokenizer(texts, truncation=True, max_length=limit)["input_ids"]]
         groups: dict[int, list[int]] = {}
@@ -100,12 +108,40 @@ class MiniLMEmbedder:
                 for start in range(0, len(rows), self.batch_size):
                     chunk = rows[start:start + self.batch_size]
                     features = tokenizer([texts[i] for i in chunk], padding="max_length", max_length=padded, truncation=True,
-                                         return_tensors="pt").to(self.device)
+                                         return_tensors="pt", return_offsets_mapping=True)
+                    offsets = features.pop("offset_mapping")
+                    features = features.to(self.device)
                     tokens = model(**features).last_hidden_state.float()
                     mask = features["attention_mask"].unsqueeze(-1).to(tokens.dtype)
                     mean = (tokens * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
                     out[chunk] = torch.nn.functional.normalize(mean, p=2, dim=1).cpu().numpy()
-        return out
+                    for row, i in enumerate(chunk):
+                        if spans[i]:
+                            pooled[i] = _pool(tokens[row], offsets[row], spans[i])
+        return out, pooled
+
+
+# A span: the character ranges (start, end exclusive) of a text whose tokens it pools.
+Ranges = tuple[tuple[int, int], ...]
+
+
+def _pool(states, offsets, spans: Sequence[Ranges]) -> list[np.ndarray | None]:
+    """Per span, the normalised mean of the states of the tokens that overlap one of its ranges; the
+    special and padding tokens have empty offsets and never do."""
+    import torch
+
+    starts, ends = offsets[:, 0], offsets[:, 1]
+    out: list[np.ndarray | None] = []
+    for ranges in spans:
+        hit = torch.zeros(len(starts), dtype=torch.bool)
+        for a, b in ranges:
+            hit |= (ends > starts) & (ends > a) & (starts < b)
+        if not bool(hit.any()):
+            out.append(None)
+            continue
+        mean = states[hit].mean(0)
+        out.append(torch.nn.functional.normalize(mean, p=2, dim=0).cpu().numpy())
+    return out
 
 
 def native_bf16() -> bool:

@@ -12,14 +12,16 @@ ablation, each step adds one part of SEEM to the one before:
     seem+properties + the property route: the histories of the best-matching properties (retrieval/property_route.py)
 
 ``seem-no-synonyms`` is ``seem`` walking the same graph without its synonym edges between entity
-names; ``seem-named`` and ``prior-named`` match only the question as asked, not also the question
-without the speakers' names (``retrieval.unnamed_weight`` 0); ``prior+rpe`` is RPE without the fact
-layer; ``hybrid+reply`` gives hybrid's scores the prior's reply share, so no heuristic of the prior
-is counted as structure.
+names; ``seem-embedded-facts`` is ``seem`` with every fact's vector embedded alone instead of pooled
+from its passage's forward pass (as the build does for most facts); ``seem-named`` and
+``prior-named`` match only the question as asked, not also the question without the speakers' names
+(``retrieval.unnamed_weight`` 0); ``prior+rpe`` is RPE without the fact layer; ``hybrid+reply`` gives
+hybrid's scores the prior's reply share, so no heuristic of the prior is counted as structure.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -88,6 +90,24 @@ def _seem(config: RetrievalConfig) -> Ranker:
     return rank
 
 
+def _seem_embedded_facts(config: RetrievalConfig) -> Ranker:
+    """``seem`` over the facts' vectors embedded alone (MemoryIndex.embedded_fact_vectors, which the
+    evaluation computes for this method): the same memory, only the fact vectors differ."""
+    seem = _seem(config)
+    held: list = [None, None]  # (the index, its copy with the other fact vectors): one conversation at a time
+
+    def rank(index: MemoryIndex, query: EncodedQuery) -> RetrievalResult:
+        if index.embedded_fact_vectors is None:
+            raise ValueError("seem-embedded-facts needs the facts embedded alone: MemoryIndex.embedded_fact_vectors is not set")
+        if held[0] is not index:
+            variant = copy.copy(index)  # shares the tables, the graph and whatever the index has computed
+            variant.fact_vectors = index.embedded_fact_vectors
+            held[:] = [index, variant]
+        return seem(held[1], query)
+
+    return rank
+
+
 def _seem_properties(config: RetrievalConfig, properties: PropertiesConfig) -> Ranker:
     """SEEM fused with the property route (retrieval/property_route.py)."""
     seem = _seem(config)
@@ -118,6 +138,7 @@ def retrieval_configs(base: RetrievalConfig) -> dict[str, RetrievalConfig]:
         "prior+rpe": base.replace(use_graph=False, fact_key_weight=0.0),
         "graph-only": base.replace(passage_share=0.0),
         "seem+properties": base,
+        "seem-embedded-facts": base,
     }
 
 
@@ -145,5 +166,6 @@ def rankers(base: RetrievalConfig, methods: Sequence[str] = METHODS, properties:
         "hybrid": hybrid,
         "hybrid+reply": _hybrid_reply(base.answer_share),
         "seem+properties": _seem_properties(base, properties or PropertiesConfig()),
+        "seem-embedded-facts": _seem_embedded_facts(base),
     }
     return {m: table[m] for m in methods}

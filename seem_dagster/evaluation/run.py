@@ -39,10 +39,11 @@ from seem_dagster.llm.session import LlmSession
 from seem_dagster.pipeline.stages import MEMORY_TABLES
 from seem_dagster.registry import why_rebuild
 from seem_dagster.retrieval.context import build_context
+from seem_dagster.retrieval.index import fact_text
 from seem_dagster.retrieval.lexical import Bm25
 from seem_dagster.retrieval.load import load_index
 from seem_dagster.retrieval.query import encode_query
-from seem_dagster.schemas import Passages, Questions
+from seem_dagster.schemas import Facts, Passages, Questions
 from seem_dagster.store.files import write_bytes_atomic
 from seem_dagster.store.snapshot import read_footers, read_table, table_path
 
@@ -207,6 +208,9 @@ def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
         all_passage_texts.extend(passages[Passages.text].to_list())
         latest = passages[Passages.timestamp].max()
         _ = index.lexical  # built once per conversation, outside the query timings
+        if "seem-embedded-facts" in methods:
+            index.embedded_fact_vectors = embedder.encode(
+                [fact_text(*r) for r in index.facts.select(Facts.subject, Facts.relation, Facts.object).iter_rows()])
         speakers = index.speakers if config.retrieval.unnamed_weight else ()
         session = LlmSession(config.llm, store, cid) if config.llm.enabled else None
         qa_items: list[QaItem] = []

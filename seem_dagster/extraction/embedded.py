@@ -72,7 +72,7 @@ def _cores() -> int:
 
 class EmbeddedExtractor:
     name = "embedded-spacy"
-    version = "4"
+    version = "5"
 
     def __init__(self, model: str = MODEL, batch_size: int = 64, processes: int = 1):
         self.model = model
@@ -145,13 +145,26 @@ def _time_spans(doc, base) -> list[tuple[int, int, timex.ResolvedTime]]:
     return spans
 
 
-def _phrase(token, limit: int = MAX_PHRASE_TOKENS) -> str:
-    """The noun phrase headed by ``token``: its left modifiers and compact right side, no clauses."""
+def _phrase_tokens(token, limit: int = MAX_PHRASE_TOKENS) -> list:
+    """The tokens of the noun phrase headed by ``token``: its left modifiers and compact right side, no clauses."""
     keep = [t for t in token.subtree if not _in_clause(t, token)]
     words = [t for t in keep if t.dep_ not in ("det", "punct", "cc", "prep") or t.i > token.i and t.dep_ == "prep"]
     words = [t for t in words if t.dep_ != "det"] or [token]
-    words = words[:limit]
-    return " ".join(t.text for t in words).strip()
+    return words[:limit]
+
+
+def _phrase(token, limit: int = MAX_PHRASE_TOKENS) -> str:
+    return " ".join(t.text for t in _phrase_tokens(token, limit)).strip()
+
+
+def _span(*tokens) -> tuple[int, int]:
+    """Where a fact is said: the characters from the first to the end of the last of ``tokens`` and the
+    entities or noun phrases they head."""
+    out = []
+    for tok in tokens:
+        ent = _entity_of(tok)
+        out += list(ent) if ent is not None else _phrase_tokens(tok) + [tok]
+    return min(t.idx for t in out), max(t.idx + len(t.text) for t in out)
 
 
 def _in_clause(t, head) -> bool:
@@ -334,7 +347,9 @@ def _extract_one(inp: PassageInput, doc) -> PassageExtraction:
             )
             sent_events += 1
             if subject and obj and subject != obj:
-                facts.append(Fact(subject, relation, obj, time.iso if time else None, time.text if time else None))
+                start, end = _span(obj_tok)
+                start, end = min(start, verb.idx), max(end, verb.idx + len(verb.text))  # from the verb on
+                facts.append(Fact(subject, relation, obj, time.iso if time else None, time.text if time else None, start, end))
         facts.extend(_possessive_facts(sent, inp, other, time))
         score = sent_events * 2 + len(sent_times) * 2 + len(sent.ents) + min(len(sent), 25) / 25
         if any(t.lower_ in FIRST_PERSON | FIRST_POSSESSIVE for t in sent):
@@ -353,11 +368,13 @@ def _possessive_facts(sent, inp, other, time) -> list[Fact]:
             who = _resolve_person(owner, inp, other) if owner is not None else None
             if who:
                 out.append(Fact(who, tok.head.lemma_.lower(), _entity_text(tok, inp, other) or tok.text,
-                                time.iso if time else None, time.text if time else None))
+                                time.iso if time else None, time.text if time else None, *_span(owner, tok)))
         if tok.dep_ == "poss" and tok.head.pos_ == "NOUN" and tok.lower_ in FIRST_POSSESSIVE | SECOND_POSSESSIVE:
             who = _resolve_person(tok, inp, other)
             if who and tok.head.dep_ not in SUBJECT_DEPS | OBJECT_DEPS | {"pobj"}:
-                out.append(Fact(who, "have", _phrase(tok.head, 5), None, None))
+                words = _phrase_tokens(tok.head, 5)
+                out.append(Fact(who, "have", " ".join(t.text for t in words).strip(), None, None,
+                                min(t.idx for t in (tok, *words)), max(t.idx + len(t.text) for t in (tok, *words))))
     return out
 
 

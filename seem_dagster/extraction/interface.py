@@ -57,6 +57,10 @@ class Fact:
     object: str
     time: str | None = None
     time_text: str | None = None
+    # Where the fact is said in its passage's text (characters, end exclusive): from its verb to the
+    # end of its object. None when the backend does not know (a language model's facts).
+    span_start: int | None = None
+    span_end: int | None = None
 
 
 @dataclass
@@ -163,6 +167,8 @@ def to_tables(
                     Facts.object: fact.object,
                     Facts.time: fact.time,
                     Facts.time_text: fact.time_text,
+                    Facts.span_start: fact.span_start,
+                    Facts.span_end: fact.span_end,
                     Facts.passage_id: inp.passage_id,
                     Facts.extractor: extractor,
                 }

@@ -5,11 +5,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
 from seem_dagster.config import SeemConfig
 from seem_dagster.pipeline.embedding import cached_embedder, save_vectors
-from seem_dagster.retrieval.index import FACT, PASSAGE, fact_text, passage_text
+from seem_dagster.retrieval.index import FACT, PASSAGE, fact_text, passage_text, pooled_fact_spans
 from seem_dagster.schemas import Facts, Passages, embeddings_frame
 from seem_dagster.store.cache import ConversationCache
 
@@ -26,15 +27,22 @@ class IndexBuilt:
 
 def build_retrieval_index(cache: ConversationCache, passages: pl.DataFrame, facts: pl.DataFrame, config: SeemConfig) -> IndexBuilt:
     embedder = cached_embedder(cache, config.extraction.embedder)
-    parts = {
-        PASSAGE: (passages[Passages.passage_id].to_list(),
-                  [passage_text(s, t) for s, t in zip(passages[Passages.speaker].to_list(), passages[Passages.text].to_list())]),
-        FACT: (facts[Facts.fact_id].to_list(),
-               [fact_text(*r) for r in facts.select(Facts.subject, Facts.relation, Facts.object).iter_rows()]),
-    }
+    passage_ids = passages[Passages.passage_id].to_list()
+    texts = [passage_text(s, t) for s, t in zip(passages[Passages.speaker].to_list(), passages[Passages.text].to_list())]
     started = time.perf_counter()
-    frames = [embeddings_frame(kind, item_ids, embedder.encode(texts), embedder.name, embedder.dim) for kind, (item_ids, texts) in parts.items()]
+    # The passages' vectors and their facts' pooled vectors come from one forward pass (the episodes
+    # step has usually made them already: then both are cache hits).
+    spans = pooled_fact_spans(passages, facts) if config.extraction.fact_vectors == "pooled" else {}
+    passage_vectors, pooled = embedder.encode_pooled(texts, [[r for _, r in spans.get(p, [])] for p in passage_ids])
+    fact_vector = {f: v for p, vs in zip(passage_ids, pooled) for (f, _), v in zip(spans.get(p, []), vs) if v is not None}
+    fact_ids = facts[Facts.fact_id].to_list()
+    alone = [(f, fact_text(*r)) for f, r in zip(fact_ids, facts.select(Facts.subject, Facts.relation, Facts.object).iter_rows())
+             if f not in fact_vector]
+    fact_vector.update(zip([f for f, _ in alone], embedder.encode([t for _, t in alone])))
+    frames = [embeddings_frame(PASSAGE, passage_ids, passage_vectors, embedder.name, embedder.dim),
+              embeddings_frame(FACT, fact_ids, np.stack([fact_vector[f] for f in fact_ids]) if fact_ids else np.zeros((0, embedder.dim), np.float32),
+                               embedder.name, embedder.dim)]
     seconds = time.perf_counter() - started
     save_vectors(cache, embedder)
-    return IndexBuilt(pl.concat(frames), {k: len(v[0]) for k, v in parts.items()}, embedder.name, embedder.misses,
-                      embedder.hits, seconds)
+    return IndexBuilt(pl.concat(frames), {PASSAGE: len(passage_ids), FACT: len(fact_ids), "pooled facts": len(fact_ids) - len(alone)},
+                      embedder.name, embedder.misses, embedder.hits, seconds)

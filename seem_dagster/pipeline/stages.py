@@ -24,7 +24,7 @@ EXTRACTION_ASSETS = ("event_frames", "facts", "properties", "llm_calls")
 SOURCE_RECORD = "source_record"
 # Bump a stage's number when a change to its code changes what it writes, so memories made by the
 # older code are not taken for current ones (the extractor and the prompts carry their own versions).
-CODE_VERSIONS = {"ingest": 1, "extraction": 1, "episodes": 1, "entities": 1, "graph_edges": 1, "retrieval_index": 1,
+CODE_VERSIONS = {"ingest": 1, "extraction": 1, "episodes": 1, "entities": 1, "graph_edges": 1, "retrieval_index": 2,
                  "retrieved_context": 1}
 
 
@@ -69,7 +69,7 @@ def _stage(asset: str, config: SeemConfig) -> dict:
     if asset == "graph_edges":
         return {"embedder": embedder, "synonyms": config.synonyms.model_dump(mode="json")}
     if asset == "retrieval_index":
-        return {"embedder": embedder}
+        return {"embedder": embedder, "fact_vectors": config.extraction.fact_vectors}
     if asset == "retrieved_context":
         return {"embedder": embedder, "extractor": _extractor(config), "retrieval": config.retrieval.model_dump(mode="json"),
                 "query": config.query.model_dump(mode="json"), "properties": config.properties.model_dump(mode="json"),

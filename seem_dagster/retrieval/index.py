@@ -10,6 +10,7 @@ import polars as pl
 
 from seem_dagster.graph.build import MemoryGraph, to_igraph
 from seem_dagster.graph.entities import is_proper_name
+from seem_dagster.properties.vocabulary import name_property
 from seem_dagster.retrieval.lexical import Bm25
 from seem_dagster.schemas import Embeddings, Entities, Episodes, Facts, Passages
 
@@ -22,6 +23,28 @@ def fact_text(subject: str, relation: str, obj: str) -> str:
 
 def passage_text(speaker: str, text: str) -> str:
     return f"{speaker}: {text}"
+
+
+def pooled_fact_spans(passages: pl.DataFrame, facts: pl.DataFrame) -> dict[str, list[tuple[str, tuple[tuple[int, int], ...]]]]:
+    """passage id -> [(fact id, character ranges in passage_text)] of the facts whose vectors are pooled
+    from their passage's forward pass instead of embedded alone: those the extractor gave a span. The
+    ranges are the speaker's name (the subject of the first person's facts) and the fact's own span.
+    Two kinds are still embedded alone, matched by their own words: a dated fact (temporal questions
+    find their turn through it; pooled, it lost a tenth of them, docs/experiments.md 2026-12-04 night)
+    and a fact that states a single-valued property (where someone lives, a job, a count: the evidence
+    of a knowledge update, and what the property route scores)."""
+    speakers = dict(zip(passages[Passages.passage_id].to_list(), passages[Passages.speaker].to_list()))
+    out: dict[str, list[tuple[str, tuple[tuple[int, int], ...]]]] = {}
+    rows = facts.select(Facts.fact_id, Facts.passage_id, Facts.span_start, Facts.span_end, Facts.time, Facts.relation, Facts.object).iter_rows()
+    for fact_id, pid, start, end, time, relation, obj in rows:
+        if start is None or end is None or time is not None or pid not in speakers:
+            continue
+        named = name_property(relation, obj)
+        if named is not None and named.single_valued:
+            continue
+        shift = len(speakers[pid]) + 2  # past "speaker: "
+        out.setdefault(pid, []).append((fact_id, ((0, len(speakers[pid])), (start + shift, end + shift))))
+    return out
 
 
 @dataclass
@@ -37,6 +60,9 @@ class MemoryIndex:
     episode_of: dict[str, int] = field(default_factory=dict)
     position: dict[str, int] = field(default_factory=dict)
     properties: pl.DataFrame | None = None  # the property memory, when the reader loaded it (retrieval/load.py)
+    # Every fact embedded alone (fact_text), as facts were before the build pooled most of them from their
+    # passages' forward pass: set by `seem eval` for its seem-embedded-facts ablation only.
+    embedded_fact_vectors: np.ndarray | None = None
     _name_links: dict[int, dict[str, dict[str, str]]] = field(default_factory=dict, repr=False)
 
     @cached_property

@@ -158,7 +158,7 @@ def _properties_output(tables: dict, history: list, value) -> Output:
 
 @asset(
     partitions_def=conversations,
-    ins={"event_frames": AssetIn(), "passages": AssetIn()},
+    ins={"event_frames": AssetIn(), "passages": AssetIn(), "facts": AssetIn()},
     group_name=GROUP,
     pool=LLM_POOL,
     kinds=KINDS | {"pytorch"},
@@ -168,8 +168,9 @@ def _properties_output(tables: dict, history: list, value) -> Output:
     "time) or, with a language model, by its same-event judge and merge prompts; each points to every "
     "passage of one event across sessions.",
 )
-def episodes(context: AssetExecutionContext, event_frames: pl.DataFrame, passages: pl.DataFrame, seem: ResourceParam[SeemConfig]):
-    built = build_episodes(ConversationCache(seem.store.root, context.partition_key), event_frames, passages, seem)
+def episodes(context: AssetExecutionContext, event_frames: pl.DataFrame, passages: pl.DataFrame, facts: pl.DataFrame,
+             seem: ResourceParam[SeemConfig]):
+    built = build_episodes(ConversationCache(seem.store.root, context.partition_key), event_frames, passages, seem, facts=facts)
     table, stats = built.table, built.stats
     sizes = table[Episodes.passage_ids].list.len()
     session_of = dict(zip(passages[Passages.passage_id].to_list(), passages[Passages.session_index].to_list()))
