@@ -111,6 +111,12 @@ class Facts(pa.DataFrameModel):
     class Config:
         strict = True
 
+    @pa.dataframe_check(error="a fact's span must have both ends or neither, and end after it starts (span_start < span_end)")
+    @classmethod
+    def ordered_span(cls, data) -> pl.LazyFrame:
+        start, end = pl.col(cls.span_start), pl.col(cls.span_end)
+        return data.lazyframe.select((start.is_null() & end.is_null()) | (start < end).fill_null(False))
+
 
 PROPERTY_DTYPES = ["string", "date", "number", "boolean"]
 

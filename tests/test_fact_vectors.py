@@ -121,3 +121,17 @@ def test_extraction_fact_vectors_embedded_embeds_every_fact_alone_and_the_memory
     assert np.array_equal(index.fact_vectors, MiniLMEmbedder().encode(texts))
     footer = snapshot.read_footer(snapshot.table_path(store, "retrieval_index", "priya-tomas"))
     assert footer["stage"]["fact_vectors"] == "embedded"
+
+
+def test_the_facts_schema_refuses_a_reversed_or_half_span():
+    import pandera.errors
+
+    from seem_dagster.schemas import table
+
+    row = {Facts.fact_id: "t_0123456789abcdef", Facts.conversation_id: "c", Facts.subject: "Ann", Facts.relation: "adopt",
+           Facts.object: "beagle", Facts.time: None, Facts.time_text: None, Facts.span_start: 2, Facts.span_end: 18,
+           Facts.passage_id: "p1", Facts.extractor: "embedded-spacy"}
+    Facts.validate(table(Facts, [row, row | {Facts.fact_id: "t_0123456789abcdee", Facts.span_start: None, Facts.span_end: None}]))
+    for start, end in ((18, 2), (2, None)):
+        with pytest.raises(pandera.errors.SchemaError, match="span_start < span_end"):
+            Facts.validate(table(Facts, [row | {Facts.span_start: start, Facts.span_end: end}]))

@@ -65,7 +65,7 @@ class ExtractionConfig(Section):
         "pooled", description="pooled: a fact's vector is the mean of its passage's token states where the extractor found "
         "it, from the pass that embeds the passage (no second pass of the model; dated facts, facts that state a "
         "single-valued property and facts without a place, such as a language model's, are still embedded alone); "
-        "embedded: every fact's text embedded on its own, about 2 s more per 1,000 turns of build for 0.003 more "
+        "embedded: every fact's text embedded on its own, about 2 s more per 1,000 turns of build for 0.004 more "
         "LoCoMo R@10 (docs/experiments.md)"
     )
     parse_processes: int = Field(

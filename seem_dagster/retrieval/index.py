@@ -29,10 +29,10 @@ def pooled_fact_spans(passages: pl.DataFrame, facts: pl.DataFrame) -> dict[str, 
     """passage id -> [(fact id, character ranges in passage_text)] of the facts whose vectors are pooled
     from their passage's forward pass instead of embedded alone: those the extractor gave a span. The
     ranges are the speaker's name (the subject of the first person's facts) and the fact's own span.
-    Two kinds are still embedded alone, matched by their own words: a dated fact (temporal questions
-    find their turn through it; pooled, it lost a tenth of them, docs/experiments.md 2026-12-04 night)
-    and a fact that states a single-valued property (where someone lives, a job, a count: the evidence
-    of a knowledge update, and what the property route scores)."""
+    Two kinds are still embedded alone, matched by their own words, which find them better than their
+    pooled vectors do: a dated fact (temporal questions find their turn through it) and a fact that
+    states a single-valued property (where someone lives, a job, a count: the evidence of a knowledge
+    update, and what the property route scores)."""
     speakers = dict(zip(passages[Passages.passage_id].to_list(), passages[Passages.speaker].to_list()))
     out: dict[str, list[tuple[str, tuple[tuple[int, int], ...]]]] = {}
     rows = facts.select(Facts.fact_id, Facts.passage_id, Facts.span_start, Facts.span_end, Facts.time, Facts.relation, Facts.object).iter_rows()
