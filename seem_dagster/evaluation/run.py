@@ -36,6 +36,7 @@ from seem_dagster.evaluation.scoring import (
 )
 from seem_dagster.ingest.longmemeval import session_of
 from seem_dagster.llm.session import LlmSession
+from seem_dagster.pipeline.embedding import cached_embedder, save_vectors
 from seem_dagster.pipeline.stages import MEMORY_TABLES
 from seem_dagster.registry import why_rebuild
 from seem_dagster.retrieval.context import build_context
@@ -44,6 +45,7 @@ from seem_dagster.retrieval.lexical import Bm25
 from seem_dagster.retrieval.load import load_index
 from seem_dagster.retrieval.query import encode_query
 from seem_dagster.schemas import Facts, Passages, Questions
+from seem_dagster.store.cache import ConversationCache
 from seem_dagster.store.files import write_bytes_atomic
 from seem_dagster.store.snapshot import read_footers, read_table, table_path
 
@@ -209,8 +211,13 @@ def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
         latest = passages[Passages.timestamp].max()
         _ = index.lexical  # built once per conversation, outside the query timings
         if "seem-embedded-facts" in methods:
-            index.embedded_fact_vectors = embedder.encode(
+            # Through the conversation's vector cache: the facts the build embedded alone are hits, and
+            # the next evaluation of this memory embeds none of them again.
+            vectors = ConversationCache(store, cid)
+            cached = cached_embedder(vectors, config.extraction.embedder)
+            index.embedded_fact_vectors = cached.encode(
                 [fact_text(*r) for r in index.facts.select(Facts.subject, Facts.relation, Facts.object).iter_rows()])
+            save_vectors(vectors, cached)
         speakers = index.speakers if config.retrieval.unnamed_weight else ()
         session = LlmSession(config.llm, store, cid) if config.llm.enabled else None
         qa_items: list[QaItem] = []
