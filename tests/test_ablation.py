@@ -43,12 +43,13 @@ def test_paired_scores_must_pair():
 
 
 def test_each_step_is_compared_with_the_step_before_it_and_a_part_taken_away_with_the_method_that_has_it():
-    found = comparisons(["seem", "prior", "seem-no-rpe", "seem-named", "prior-named", "dense"])
+    found = comparisons(["seem", "prior", "seem-no-rpe", "seem-named", "seem-named-facts", "prior-named", "dense"])
     assert found == [
         ("+ facts as keys, + graph walk", "seem-no-rpe", "prior"),  # prior+facts was not run: both parts
         ("+ RPE (session), + fusion (RPE over episodes)", "seem", "seem-no-rpe"),
         ("the structure: + facts as keys, + graph walk, + RPE (session), + fusion (RPE over episodes)", "seem", "prior"),
         ("seem matching the question as asked only (not also without the speakers' names)", "seem", "seem-named"),
+        ("seem matching the facts against the question as asked only", "seem", "seem-named-facts"),
         ("the prior matching the question as asked only", "prior", "prior-named"),
     ]
     assert comparisons(["prior", "prior+facts"]) == [("+ facts as keys", "prior+facts", "prior")]

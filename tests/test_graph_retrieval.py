@@ -414,6 +414,33 @@ def test_the_question_without_the_speakers_names_is_matched_beside_it():
     assert order(cfg.replace(unnamed_weight=1.0), None) == ["p0", "p2", "p1"]
 
 
+def test_facts_are_matched_by_the_weighted_mean_of_the_question_with_and_without_the_names():
+    # f0 holds only its subject's name (the question as asked, unit(1)); f1 also the topic (unit(0, 1)).
+    idx = index([("Mel", "paint", "a sunrise", "p0"), ("Mel", "bake", "bread", "p1")], [unit(1), unit(0.8, 0.6)], 3,
+                [unit(0, 0, 1)] * 3)
+    named, unnamed, none = unit(1), unit(0, 1), np.zeros((0, DIM), np.float32)
+    assert np.allclose(score_facts(idx, named, none), [1.0, 0.8])
+    # Weight 0.5: f0 (1.0 + 0.5 x 0) / 1.5 = 0.667, f1 (0.8 + 0.5 x 0.6) / 1.5 = 0.733; a fact matching both
+    # alike keeps its cosine (the mean keeps min_fact_score's scale).
+    assert np.allclose(score_facts(idx, named, none, unnamed, 0.5), [2 / 3, 1.1 / 1.5])
+    assert np.allclose(score_facts(idx, named, none, named, 0.5), [1.0, 0.8])
+    # As keys (every passage's prior 0): p0 1.0 - 0.3 ahead of p1 0.8 - 0.3 as asked; p1 ahead with the mean.
+    cfg = RetrievalConfig(use_graph=False, use_rpe=False, lexical_weight=0.0, answer_share=0.0, fact_key_weight=1.0)
+
+    def order(c, u):
+        return [r.passage_id for r in retrieve(idx, named, none, c, unnamed=u).ranked]
+
+    assert order(cfg.replace(unnamed_fact_weight=0.0), unnamed) == ["p0", "p1", "p2"]
+    assert order(cfg.replace(unnamed_fact_weight=0.5), unnamed) == ["p1", "p0", "p2"]
+    assert order(cfg.replace(unnamed_fact_weight=0.5), None) == ["p0", "p1", "p2"]  # the question named no speaker
+    # seem-named takes both away, seem-named-facts only the facts'.
+    from seem_dagster.evaluation.methods import retrieval_configs
+
+    configs = retrieval_configs(RetrievalConfig())
+    assert (configs["seem-named"].unnamed_weight, configs["seem-named"].unnamed_fact_weight) == (0.0, 0.0)
+    assert (configs["seem-named-facts"].unnamed_weight, configs["seem-named-facts"].unnamed_fact_weight) == (1.0, 0.0)
+
+
 def test_without_speakers_takes_out_whole_names_and_their_possessive():
     from seem_dagster.retrieval.query import without_speakers
 

@@ -65,8 +65,8 @@ class ExtractionConfig(Section):
         "pooled", description="pooled: a fact's vector is the mean of its passage's token states where the extractor found "
         "it, from the pass that embeds the passage (no second pass of the model; dated facts, facts that state a "
         "single-valued property and facts without a place, such as a language model's, are still embedded alone); "
-        "embedded: every fact's text embedded on its own, about 2 s more per 1,000 turns of build for 0.004 more "
-        "LoCoMo R@10 (docs/experiments.md)"
+        "embedded: every fact's text embedded on its own, about 2 s more per 1,000 turns of build for no recall "
+        "measured beyond noise (docs/experiments.md)"
     )
     parse_processes: int = Field(
         2, ge=1, description="processes that parse and extract a build's new turns (the same extractions in any number): "
@@ -140,6 +140,12 @@ class RetrievalConfig(Section):
         1.0, ge=0, description="the question with the conversation's speakers' names taken out is matched against the passages "
         "too, with this weight beside the question's own cosine: every passage starts with its speaker's name, so a name in the "
         "question matches all of that speaker's turns alike (0: off, the ablation seem-named)"
+    )
+    unnamed_fact_weight: float = Field(
+        0.5, ge=0, description="a fact's match with a question that names a speaker is the weighted mean of its cosine with the "
+        "question and with the question without the speakers' names, this the latter's weight: a fact's vector holds its "
+        "subject's name, which then matches all of that person's facts alike. A mean keeps the cosine's scale, so "
+        "min_fact_score means what it did (0: off, the ablation seem-named-facts; docs/experiments.md has the weights tried)"
     )
     answer_share: float = Field(
         0.35, ge=0, description="a reply inherits this share of the prior of the question turn it answers"
@@ -266,7 +272,8 @@ class AgentConfig(Section):
     max_tokens: int = Field(512, ge=1, description="cap on each model reply's tokens")
 
 
-Method = Literal["seem", "seem+query-facts", "seem-no-rpe", "seem-no-fusion", "seem-no-synonyms", "seem-named", "seem-embedded-facts",
+Method = Literal["seem", "seem+query-facts", "seem-no-rpe", "seem-no-fusion", "seem-no-synonyms", "seem-named", "seem-named-facts",
+                 "seem-embedded-facts",
                  "prior", "prior-named",
                  "prior+facts", "prior+rpe",
                  "graph-only", "dense", "bm25", "hybrid", "hybrid+reply", "seem+properties"]

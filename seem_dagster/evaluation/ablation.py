@@ -25,6 +25,7 @@ ABLATION_STEPS = (("prior", "passage prior alone"), ("prior+facts", "+ facts as 
 # the method with it, label).
 ABLATION_WITHOUT = (("seem-no-synonyms", "seem", "seem without the synonym edges"),
                     ("seem-named", "seem", "seem matching the question as asked only (not also without the speakers' names)"),
+                    ("seem-named-facts", "seem", "seem matching the facts against the question as asked only"),
                     ("seem-embedded-facts", "seem", "seem with every fact embedded alone (not pooled from its passage's forward pass)"),
                     ("prior-named", "prior", "the prior matching the question as asked only"))
 

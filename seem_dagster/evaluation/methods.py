@@ -15,7 +15,8 @@ ablation, each step adds one part of SEEM to the one before:
 names; ``seem-embedded-facts`` is ``seem`` with every fact's vector embedded alone instead of pooled
 from its passage's forward pass (as the build does for most facts); ``seem-named`` and
 ``prior-named`` match only the question as asked, not also the question without the speakers' names
-(``retrieval.unnamed_weight`` 0); ``prior+rpe`` is RPE without the fact layer; ``hybrid+reply`` gives
+(``retrieval.unnamed_weight`` and ``unnamed_fact_weight`` 0), ``seem-named-facts`` so only against the
+facts (``unnamed_fact_weight`` 0); ``prior+rpe`` is RPE without the fact layer; ``hybrid+reply`` gives
 hybrid's scores the prior's reply share, so no heuristic of the prior is counted as structure.
 """
 
@@ -131,9 +132,10 @@ def retrieval_configs(base: RetrievalConfig) -> dict[str, RetrievalConfig]:
         "seem-no-rpe": base.replace(use_rpe=False),
         "seem-no-fusion": base.replace(rpe_scope="session"),
         "seem-no-synonyms": base.replace(use_synonyms=False),
-        "seem-named": base.replace(unnamed_weight=0.0),
+        "seem-named": base.replace(unnamed_weight=0.0, unnamed_fact_weight=0.0),
+        "seem-named-facts": base.replace(unnamed_fact_weight=0.0),
         "prior": base.replace(use_graph=False, use_rpe=False, fact_key_weight=0.0),
-        "prior-named": base.replace(use_graph=False, use_rpe=False, fact_key_weight=0.0, unnamed_weight=0.0),
+        "prior-named": base.replace(use_graph=False, use_rpe=False, fact_key_weight=0.0, unnamed_weight=0.0, unnamed_fact_weight=0.0),
         "prior+facts": base.replace(use_graph=False, use_rpe=False),
         "prior+rpe": base.replace(use_graph=False, fact_key_weight=0.0),
         "graph-only": base.replace(passage_share=0.0),
@@ -152,7 +154,7 @@ def query_encoding(base: RetrievalConfig, method: str) -> str:
     if config is None:
         return "vector"
     if not config.query_facts or not (config.use_graph or config.fact_key_weight):
-        return "vectors" if config.unnamed_weight else "vector"
+        return "vectors" if config.unnamed_weight or config.unnamed_fact_weight else "vector"
     return "full"
 
 

@@ -55,10 +55,16 @@ class RetrievalResult:
     episodes: list[int]  # indexes of episodes the expansion used
 
 
-def score_facts(index: MemoryIndex, question: np.ndarray, query_facts: np.ndarray) -> np.ndarray:
+def score_facts(index: MemoryIndex, question: np.ndarray, query_facts: np.ndarray, unnamed: np.ndarray | None = None,
+                unnamed_weight: float = 0.0) -> np.ndarray:
+    """Each fact's match: its cosine with the question, or with ``unnamed`` (the question without the
+    speakers' names) the weighted mean of both; the best of that and its match with the question's own
+    facts."""
     if index.fact_vectors.shape[0] == 0:
         return np.zeros(0, dtype=np.float32)
     scores = index.fact_vectors @ question
+    if unnamed is not None and unnamed_weight:
+        scores = (scores + unnamed_weight * (index.fact_vectors @ unnamed)) / (1 + unnamed_weight)
     if query_facts.shape[0]:
         scores = np.maximum(scores, (index.fact_vectors @ query_facts.T).max(axis=1))
     return scores
@@ -136,7 +142,8 @@ def retrieve(
     if not config.query_facts:
         query_facts = query_facts[:0]
     prior = passage_prior(index, question, question_text, config, unnamed)
-    fact_scores = score_facts(index, question, query_facts) if config.use_graph or config.fact_key_weight else None
+    fact_scores = (score_facts(index, question, query_facts, unnamed, config.unnamed_fact_weight)
+                   if config.use_graph or config.fact_key_weight else None)
     if config.fact_key_weight and prior.shape[0]:
         prior = prior + config.fact_key_weight * fact_keys(index, fact_scores, config)
     seeds = seeds_from(index, fact_scores, config) if config.use_graph else []
