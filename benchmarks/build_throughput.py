@@ -198,6 +198,13 @@ def main() -> None:
                if name in own_dense else "")
         print(f"{name}: {f['total'] / dense_mean:.2f}x plain dense embedding (runs only {f['runs'] / dense_mean:.2f}x){own}, "
               f"{f['total'] / bm25_s:.0f}x BM25; {turns / f['total']:.1f} turns/s")
+        # Where the ratio comes from: the model's pass over the turns, the extraction step's own work
+        # (spaCy's parse, the rules and the properties) and everything else (the other steps, Dagster).
+        parts = f["parts"]
+        model = parts.get(("episodes", "embed_seconds"), 0.0) + parts.get(("retrieval_index", "seconds"), 0.0)
+        extraction = parts.get(("event_frames", "seconds"), 0.0)
+        print(f"  of which MiniLM {model / dense_mean:.2f}x, extraction {extraction / dense_mean:.2f}x, "
+              f"the rest {(f['total'] - model - extraction) / dense_mean:.2f}x")
     print(f"peak RSS: {rss_before:.0f} MB with the models loaded, {rss_build:.0f} MB after the builds, {peak_rss_mb():.0f} MB at the end")
 
     if args.profile:
