@@ -174,6 +174,11 @@ class RetrievalConfig(Section):
     )
     rpe_name_links: int = Field(2, ge=0, description="turns a name link brings at most")
 
+    @property
+    def matches_unnamed(self) -> bool:
+        """Whether a query needs the question's vector without the speakers' names (turns or facts use it)."""
+        return bool(self.unnamed_weight or self.unnamed_fact_weight)
+
 
 class QueryConfig(Section):
     k: int = Field(10, ge=1, description="passages `seem query` prints and `retrieved_context` keeps per question")

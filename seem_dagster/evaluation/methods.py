@@ -154,7 +154,7 @@ def query_encoding(base: RetrievalConfig, method: str) -> str:
     if config is None:
         return "vector"
     if not config.query_facts or not (config.use_graph or config.fact_key_weight):
-        return "vectors" if config.unnamed_weight or config.unnamed_fact_weight else "vector"
+        return "vectors" if config.matches_unnamed else "vector"
     return "full"
 
 

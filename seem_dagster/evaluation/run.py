@@ -218,7 +218,7 @@ def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
             index.embedded_fact_vectors = cached.encode(
                 [fact_text(*r) for r in index.facts.select(Facts.subject, Facts.relation, Facts.object).iter_rows()])
             save_vectors(vectors, cached)
-        speakers = index.speakers if config.retrieval.unnamed_weight or config.retrieval.unnamed_fact_weight else ()
+        speakers = index.speakers if config.retrieval.matches_unnamed else ()
         session = LlmSession(config.llm, store, cid) if config.llm.enabled else None
         qa_items: list[QaItem] = []
         for q in questions.iter_rows(named=True):

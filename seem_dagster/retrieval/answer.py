@@ -37,7 +37,7 @@ def ask(
     # Without query facts the question is not read at all: no parse, no model call.
     facts = (llm.query_facts(question, date) if llm is not None else None) if config.query_facts else []
     query = encode_query(question, date, extractor, embedder, index.passages[Passages.conversation_id][0], facts=facts,
-                         speakers=index.speakers if config.unnamed_weight or config.unnamed_fact_weight else ())
+                         speakers=index.speakers if config.matches_unnamed else ())
     result = retrieve(index, query.vector, query.fact_vectors, config, question_text=question, unnamed=query.unnamed_vector)
     if as_of is not None:
         result = restrict(index, result, as_of)
