@@ -146,6 +146,17 @@ def test_seem_eval_locomo_end_to_end_and_reuses_the_built_memory(tmp_path):
     assert again["timing"]["conversations_reused"] == 1 and again["timing"]["conversations_built_this_run"] == 0
     assert again["methods"]["seem"] == results["methods"]["seem"]
 
+    # A memory `seem build` made is evaluated as it is: no Dagster run, the same figures, no timings.
+    built = tmp_path / "built"
+    assert main(["build", "--input", str(data), "--format", "locomo", "--store", str(built), "--quiet"]) == 0
+    published = json.loads(next((built / "_manifests").glob("*.json")).read_text())["build_id"]
+    assert main(["eval", "locomo", "--data", str(data), "--out", str(tmp_path / "o2"), "--store", str(built), "--quiet",
+                 "--methods", "seem"]) == 0
+    third = json.loads((tmp_path / "o2" / "results.json").read_text())
+    assert third["timing"]["conversations_reused"] == 1 and third["timing"]["conversations_untimed"] == 1
+    assert json.loads(next((built / "_manifests").glob("*.json")).read_text())["build_id"] == published
+    assert third["methods"]["seem"] == results["methods"]["seem"]
+
 
 def _longmemeval_file(tmp_path):
     sessions, questions = sample_sessions()
@@ -208,11 +219,14 @@ def test_a_changed_memory_setting_rebuilds_the_memory_instead_of_reusing_it(tmp_
     # The same setting again: the memory it built is reused; a query-time setting never rebuilds.
     assert main(run + ["--set", "fusion.threshold=0.8", "--set", "retrieval.top_facts=3"]) == 0
     assert json.loads((out / "results.json").read_text())["timing"]["conversations_reused"] == 1
-    # Tables with no record of a successful evaluation build behind them (a build whose blocking
-    # checks failed leaves its tables but no record) are built again, never scored.
+    # A published memory without an evaluation's record (built by `seem build`, a schedule, the UI)
+    # passed its blocking checks all the same: it is reused, and only its timings are missing.
     (store / "_eval" / "sample-1.json").unlink()
     assert main(run + ["--set", "fusion.threshold=0.8"]) == 0
-    assert json.loads((out / "results.json").read_text())["timing"]["conversations_built_this_run"] == 1
+    timing = json.loads((out / "results.json").read_text())["timing"]
+    assert timing["conversations_built_this_run"] == 0 and timing["conversations_untimed"] == 1
+    assert timing["build_seconds_per_1k_passages"]["seem_total"] is None
+    assert "built outside `seem eval` and left no timings" in (out / "results.md").read_text()
 
 
 def test_seem_eval_rejects_unknown_methods_and_bad_cut_offs(tmp_path, capsys):

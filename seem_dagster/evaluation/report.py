@@ -65,8 +65,13 @@ def markdown(results: dict) -> str:
         lines.append(f"| {name} | {_ms(q['p50_ms'])} | {_ms(q['p95_ms'])} | {_fmt(q.get('p50_vs_bm25'))} | "
                      f"{_fmt(q.get('p50_vs_dense'))} | {_ms(timing['query_peak_traced_mb'].get(name))} |")
     build = timing["build_seconds_per_1k_passages"]
-    lines += ["", "Build seconds per 1k passages" + (" (stage timings of reused builds come from the run that built them)"
-                                                    if timing["conversations_reused"] else "") + ":", ""]
+    untimed = timing.get("conversations_untimed", 0)
+    note = " (stage timings of reused builds come from the run that built them)" if timing["conversations_reused"] else ""
+    if untimed:
+        note += (f"; {untimed} of {results['conversations']} memories were built outside `seem eval` and left no "
+                 "timings: the figures are over the others" if untimed < results["conversations"] else
+                 "; every memory was built outside `seem eval` and left no timings: none to show")
+    lines += ["", f"Build seconds per 1k passages{note}:", ""]
     lines += [f"- {stage}: {seconds:.1f}" for stage, seconds in build["seem_stages"].items()]
     lines += [f"- SEEM total: {_ms(build['seem_total'])}; BM25 index: {build['bm25']:.3f}; "
               f"dense embedding ({results['config']['embedder']}): {build['dense']:.1f}",

@@ -4,7 +4,10 @@ Memories live in a store kept between runs. A conversation's memory is reused on
 tables agree with each other and each one's build record (its stage settings and code versions,
 ``pipeline.stages``) equals what the current configuration would make, and its input is unchanged
 since registration; any setting that shapes the memory (ingest, extraction, fusion, synonyms, the
-model) therefore rebuilds it. The reused build's stage timings are carried over (marked ``cached``).
+model) therefore rebuilds it. A memory built outside `seem eval` (`seem build`, a schedule, the
+Dagster UI) is reused the same way: a published memory passed every blocking check. The reused
+build's stage timings are carried over (marked ``cached``) when an evaluation build made it; one built
+elsewhere left none, and the build figures say how many conversations they leave out.
 """
 
 from __future__ import annotations
@@ -111,19 +114,14 @@ def _build_record_path(store: str, conversation_id: str):
     return as_root(store) / "_eval" / f"{file_stem(conversation_id)}.json"
 
 
-def memory_is_current(store: str, conversation_id: str, config: SeemConfig) -> str | None:
-    """None when the stored memory is what ``config`` would build now (``registry.why_rebuild``) and
-    an evaluation build made it (only those leave the record whose stage timings are carried over);
-    else why not."""
-    reason = why_rebuild(store, conversation_id, config)
-    if reason is not None:
-        return reason
+def build_timings(store: str, conversation_id: str) -> dict | None:
+    """The record an evaluation build left for the published memory (its stage timings), or None when
+    none did: the memory was built by `seem build`, a schedule or the Dagster UI, or the record is of
+    an older build than the one published."""
     record_path = _build_record_path(store, conversation_id)
     record = json.loads(record_path.read_text()) if record_path.exists() else {}
     builds = {f.get("build_id") for f in read_footers(store, conversation_id, MEMORY_TABLES).values()}
-    if builds != {record.get("build_id")}:
-        return "no evaluation build made these tables (a failed build, or one outside `seem eval`)"
-    return None
+    return record if builds == {record.get("build_id")} else None
 
 
 def build_memories(run: EvalRun, resolved: Resolved) -> dict:
@@ -139,8 +137,12 @@ def build_memories(run: EvalRun, resolved: Resolved) -> dict:
     todo = []
     for reg in registered:
         record = _build_record_path(store, reg.conversation_id)
-        if reg.status == "unchanged" and memory_is_current(store, reg.conversation_id, config) is None:
-            builds[reg.conversation_id] = {**json.loads(record.read_text()), "cached": True}
+        # A published memory passed every blocking check, whoever built it: rebuilding one made
+        # by `seem build` only to time it would cost a Dagster run per conversation.
+        if reg.status == "unchanged" and why_rebuild(store, reg.conversation_id, config) is None:
+            timed = build_timings(store, reg.conversation_id)
+            builds[reg.conversation_id] = {**(timed or {"passages": reg.passages, "excluded_turns": reg.excluded,
+                                                         "skipped_turns": list(reg.skipped)}), "cached": True, "timed": timed is not None}
         else:
             todo.append((reg, record))
     if todo:
@@ -153,7 +155,7 @@ def build_memories(run: EvalRun, resolved: Resolved) -> dict:
             entry = {"build_id": outcome.run_id, "passages": reg.passages, "excluded_turns": reg.excluded,
                      "skipped_turns": list(reg.skipped), "stage_seconds": outcome.step_seconds or {}}
             write_bytes_atomic(record, json.dumps(entry, indent=2).encode())
-            builds[reg.conversation_id] = {**entry, "cached": False}
+            builds[reg.conversation_id] = {**entry, "cached": False, "timed": True}
         failed = [o for o in outcomes if not o.success]
         if failed:
             raise RuntimeError(f"{len(failed)} memory builds failed; {failed[0].conversation_id}: {failed[0].error}")
@@ -327,9 +329,10 @@ def _trace_peak(rank, index, query) -> float:
 
 
 def _timing(builds, build_s, query_s, latencies, traced, texts, embedder) -> dict:
-    passages = sum(b["passages"] for b in builds.values())
+    timed = [b for b in builds.values() if b["timed"]]  # the memories built outside `seem eval` have no timings
+    passages = sum(b["passages"] for b in timed)
     stages: dict[str, float] = {}
-    for b in builds.values():
+    for b in timed:
         for step, seconds in b.get("stage_seconds", {}).items():
             stages[step] = stages.get(step, 0.0) + seconds  # the checks run inside their tables' steps
     per_1k = {step: seconds / passages * 1000 for step, seconds in sorted(stages.items())} if passages else {}
@@ -351,6 +354,7 @@ def _timing(builds, build_s, query_s, latencies, traced, texts, embedder) -> dic
         "build_seconds_this_run": build_s,
         "conversations_built_this_run": sum(1 for b in builds.values() if not b["cached"]),
         "conversations_reused": sum(1 for b in builds.values() if b["cached"]),
+        "conversations_untimed": len(builds) - len(timed),
         "build_seconds_per_1k_passages": {"seem_stages": per_1k, "seem_total": seem_build_per_1k, **baseline_build},
         "build_ratio": {
             "seem_vs_bm25": seem_build_per_1k / baseline_build["bm25"] if seem_build_per_1k and baseline_build["bm25"] else None,
