@@ -51,14 +51,15 @@ def test_prefetch_saves_what_the_build_would_and_stops_between_chunks(tmp_path):
     extractor = EmbeddedExtractor()
     name = cache_name(extractor)
 
-    assert prefetch.warm_extraction_cache(store, "c0", extractor) == 40
+    c0, c1 = prefetch.prefetch_inputs(store, "c0"), prefetch.prefetch_inputs(store, "c1")
+    assert prefetch.warm_extraction_cache(store, "c0", c0, extractor) == 40
     assert ConversationCache(store, "c0").kv("extraction", name) == _expected(chat, "c0")
-    assert prefetch.warm_extraction_cache(store, "c0", extractor) == 0  # all cached: nothing extracted again
+    assert prefetch.warm_extraction_cache(store, "c0", c0, extractor) == 0  # all cached: nothing extracted again
 
-    assert prefetch.warm_extraction_cache(store, "c1", extractor, stopped=lambda: True) == 0  # stopped before it began
+    assert prefetch.warm_extraction_cache(store, "c1", c1, extractor, stopped=lambda: True) == 0  # stopped before it began
     assert ConversationCache(store, "c1").kv("extraction", name) == {}
     looks = []  # one look before it begins, then one before each chunk
-    saved = prefetch.warm_extraction_cache(store, "c1", extractor, stopped=lambda: looks.append(1) or len(looks) > 2)
+    saved = prefetch.warm_extraction_cache(store, "c1", c1, extractor, stopped=lambda: looks.append(1) or len(looks) > 2)
     assert saved == prefetch.CHUNK  # stopped after the first chunk, which is saved
     partial = ConversationCache(store, "c1").kv("extraction", name)
     expected = _expected(chat, "c1")

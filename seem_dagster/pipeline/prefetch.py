@@ -3,8 +3,10 @@
 A build of many conversations is one Dagster run after another, and most of a run other than its
 extraction (Dagster's bookkeeping, fusion, the graph, Parquet, the checks) is one thread: a core sits
 idle. A background process at the lowest CPU priority fills it:
-it reads the next conversation's registered source, extracts the passages its extraction cache does
-not hold and saves them there. The next run's extraction step then finds them in the cache, exactly
+it extracts the next conversation's passages that its extraction cache does not hold and saves them
+there. The build hands it those passages, read from the registered source as the run's ingest reads
+them: the build's process holds the parsed input file already, and a second copy in the prefetch
+process would cost as much again (about 0.7 GB for a file the size of LongMemEval_S). The next run's extraction step then finds them in the cache, exactly
 as after an earlier build (the same key, the same JSON: an extraction does not depend on the process
 or the batch).
 
@@ -39,7 +41,7 @@ import traceback
 from multiprocessing.connection import Connection
 
 from seem_dagster import background
-from seem_dagster.extraction.interface import inputs_from_passages
+from seem_dagster.extraction.interface import PassageInput, inputs_from_passages
 from seem_dagster.pipeline.extract import cache_name
 from seem_dagster.pipeline.ingest import read_registered
 from seem_dagster.store.cache import ConversationCache
@@ -51,17 +53,22 @@ STOP = "stop"
 READY = (None, "ready")  # the process's first message: its pipeline is loaded
 
 
-def warm_extraction_cache(root, conversation_id: str, extractor, stopped=lambda: False) -> int:
-    """Extract the passages of ``conversation_id``'s registered source that its extraction cache does not
-    hold, and save them there; stop early when ``stopped()``. Returns how many were saved."""
+def prefetch_inputs(root, conversation_id: str) -> list[PassageInput]:
+    """The passages of ``conversation_id``'s registered source, as its run's extraction step sees them."""
+    _, conv = read_registered(root, conversation_id)
+    return inputs_from_passages(conv.passages)
+
+
+def warm_extraction_cache(root, conversation_id: str, inputs: list[PassageInput], extractor, stopped=lambda: False) -> int:
+    """Extract those of ``inputs`` (``prefetch_inputs``) that the conversation's extraction cache does
+    not hold, and save them there; stop early when ``stopped()``. Returns how many were saved."""
     if stopped():  # stopped before it began (asked while the process was starting)
         return 0
-    _, conv = read_registered(root, conversation_id)
     cache = ConversationCache(root, conversation_id)
     name = cache_name(extractor)
     saved = cache.kv("extraction", name)
     todo: dict[str, object] = {}
-    for inp in inputs_from_passages(conv.passages):
+    for inp in inputs:
         key = inp.cache_key(extractor.name, extractor.version)
         if key not in saved:
             todo.setdefault(key, inp)
@@ -78,7 +85,8 @@ def warm_extraction_cache(root, conversation_id: str, extractor, stopped=lambda:
 
 
 def serve(root: str, model: str, conn: Connection) -> None:
-    """The prefetch process's loop: a conversation id to prefetch, ``STOP``, or None to end."""
+    """The prefetch process's loop: (conversation id, its passage inputs) to prefetch, ``STOP``, or None
+    to end."""
     from seem_dagster.extraction.embedded import EmbeddedExtractor
 
     extractor = EmbeddedExtractor(model, processes=1)
@@ -97,7 +105,8 @@ def serve(root: str, model: str, conn: Connection) -> None:
         if message == STOP:  # for a prefetch that had finished already
             continue
         try:
-            reply = (True, warm_extraction_cache(root, message, extractor, stopped=conn.poll))
+            conversation_id, inputs = message
+            reply = (True, warm_extraction_cache(root, conversation_id, inputs, extractor, stopped=conn.poll))
         except Exception:
             reply = (False, traceback.format_exc())
         try:
@@ -140,7 +149,12 @@ class ExtractionPrefetch:
             self._worker = _spawn(self.root, self.model)
             background.register(self._worker[0].pid)  # stopped while MiniLM encodes (``background``)
         try:
-            self._worker[1].send(conversation_id)
+            inputs = prefetch_inputs(self.root, conversation_id)  # the file is parsed here already: the run's ingest read it
+        except Exception:  # the run reads the same source and reports what is wrong with it
+            log.info("prefetching the extraction of %s failed; its run extracts it:\n%s", conversation_id, traceback.format_exc())
+            return
+        try:
+            self._worker[1].send((conversation_id, inputs))
         except OSError as exc:
             self._died(exc)
             return
