@@ -2,13 +2,13 @@
 
 A build of many conversations is one Dagster run after another, and most of a run other than its
 extraction (Dagster's bookkeeping, fusion, the graph, Parquet, the checks) is one thread: a core sits
-idle. A background process at the lowest CPU priority fills it:
-it extracts the next conversation's passages that its extraction cache does not hold and saves them
-there. The build hands it those passages, read from the registered source as the run's ingest reads
-them: the build's process holds the parsed input file already, and a second copy in the prefetch
-process would cost as much again (about 0.7 GB for a file the size of LongMemEval_S). The next run's extraction step then finds them in the cache, exactly
-as after an earlier build (the same key, the same JSON: an extraction does not depend on the process
-or the batch).
+idle. A background process at the lowest CPU priority fills it: it extracts the next conversation's
+passages that its extraction cache does not hold and saves them there. The next run's extraction
+step then finds them in the cache, exactly as after an earlier build (the same key, the same JSON:
+an extraction does not depend on the process or the batch). The build hands it those passages, read
+from the registered source as the run's ingest reads them: the build's process holds the parsed
+input file already, and a second copy in the prefetch process would cost as much again (about 0.7 GB
+for a file the size of LongMemEval_S).
 
 The process is a new interpreter (``prefetch_worker``), not a fork: this process has thread pools by
 then (polars, Arrow, torch, the tokenizers), and a child forked from it deadlocked on a lock one of
