@@ -135,6 +135,21 @@ def test_a_dead_prefetch_process_loses_nothing(tmp_path, caplog):
         background.close(kill=True)
 
 
+def test_a_remote_source_is_read_by_the_prefetch_process_itself(tmp_path, monkeypatch):
+    """A local input is parsed once in the build's process and its passages handed over; a remote one
+    (no ``file_version``: every read downloads and hashes it) is left to the prefetch process to read."""
+    store, background = _background(tmp_path)
+    assert len(prefetch.prefetch_inputs(store, "c0", local_only=True)) == 20
+    monkeypatch.setattr(prefetch, "file_version", lambda path: None)  # this process only: the worker reads the file
+    assert prefetch.prefetch_inputs(store, "c0", local_only=True) is None
+    try:
+        background.start("c0")
+        background.finish(stop=False)
+        assert background.saved == 20
+    finally:
+        background.close()
+
+
 def test_a_failing_prefetch_is_left_to_the_run(tmp_path, caplog):
     """A conversation the store does not know (or a source that no longer loads): nothing saved, the
     process stays for the next conversation, and the run itself reports what is wrong."""

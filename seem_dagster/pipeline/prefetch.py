@@ -6,9 +6,10 @@ idle. A background process at the lowest CPU priority fills it: it extracts the 
 passages that its extraction cache does not hold and saves them there. The next run's extraction
 step then finds them in the cache, exactly as after an earlier build (the same key, the same JSON:
 an extraction does not depend on the process or the batch). The build hands it those passages, read
-from the registered source as the run's ingest reads them: the build's process holds the parsed
-input file already, and a second copy in the prefetch process would cost as much again (about 0.7 GB
-for a file the size of LongMemEval_S).
+from the registered source as the run's ingest reads them: the build's process keeps a local input
+file parsed, and a second copy in the prefetch process would cost as much again (about 0.7 GB for a
+file the size of LongMemEval_S). A remote input is downloaded and hashed at every read, so the
+prefetch process reads that one itself, off the build's path.
 
 The process is a new interpreter (``prefetch_worker``), not a fork: this process has thread pools by
 then (polars, Arrow, torch, the tokenizers), and a child forked from it deadlocked on a lock one of
@@ -42,9 +43,11 @@ from multiprocessing.connection import Connection
 
 from seem_dagster import background
 from seem_dagster.extraction.interface import PassageInput, inputs_from_passages
+from seem_dagster.ingest.load import file_version
 from seem_dagster.pipeline.extract import cache_name
 from seem_dagster.pipeline.ingest import read_registered
 from seem_dagster.store.cache import ConversationCache
+from seem_dagster.store.sources import source_to_build
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +56,11 @@ STOP = "stop"
 READY = (None, "ready")  # the process's first message: its pipeline is loaded
 
 
-def prefetch_inputs(root, conversation_id: str) -> list[PassageInput]:
-    """The passages of ``conversation_id``'s registered source, as its run's extraction step sees them."""
+def prefetch_inputs(root, conversation_id: str, *, local_only: bool = False) -> list[PassageInput] | None:
+    """The passages of ``conversation_id``'s registered source, as its run's extraction step sees them;
+    with ``local_only``, None for a source that is not a local file (``file_version``)."""
+    if local_only and file_version(source_to_build(root, conversation_id).path) is None:
+        return None
     _, conv = read_registered(root, conversation_id)
     return inputs_from_passages(conv.passages)
 
@@ -85,8 +91,8 @@ def warm_extraction_cache(root, conversation_id: str, inputs: list[PassageInput]
 
 
 def serve(root: str, model: str, conn: Connection) -> None:
-    """The prefetch process's loop: (conversation id, its passage inputs) to prefetch, ``STOP``, or None
-    to end."""
+    """The prefetch process's loop: (conversation id, its passage inputs, or None to read them here)
+    to prefetch, ``STOP``, or None to end."""
     from seem_dagster.extraction.embedded import EmbeddedExtractor
 
     extractor = EmbeddedExtractor(model, processes=1)
@@ -106,6 +112,7 @@ def serve(root: str, model: str, conn: Connection) -> None:
             continue
         try:
             conversation_id, inputs = message
+            inputs = prefetch_inputs(root, conversation_id) if inputs is None else inputs
             reply = (True, warm_extraction_cache(root, conversation_id, inputs, extractor, stopped=conn.poll))
         except Exception:
             reply = (False, traceback.format_exc())
@@ -149,7 +156,8 @@ class ExtractionPrefetch:
             self._worker = _spawn(self.root, self.model)
             background.register(self._worker[0].pid)  # stopped while MiniLM encodes (``background``)
         try:
-            inputs = prefetch_inputs(self.root, conversation_id)  # the file is parsed here already: the run's ingest read it
+            # A local file is parsed once in this process, for the runs' ingest too; a remote one is read by the prefetch.
+            inputs = prefetch_inputs(self.root, conversation_id, local_only=True)
         except Exception:  # the run reads the same source and reports what is wrong with it
             log.info("prefetching the extraction of %s failed; its run extracts it:\n%s", conversation_id, traceback.format_exc())
             return
