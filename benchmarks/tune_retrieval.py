@@ -1,0 +1,120 @@
+"""What tuning the retrieval settings is worth on conversations they were not tuned on.
+
+    .venv/bin/python benchmarks/tune_retrieval.py --store eval/locomo/store --benchmark locomo
+    .venv/bin/python benchmarks/tune_retrieval.py --store eval/lme/store --benchmark longmemeval
+
+The store is one a `seem eval` run built: its memories and its questions. For `prior` and `seem`,
+each conversation is held out in turn, the settings are chosen on the others by coordinate ascent
+from the defaults over the grid below (prior: the prior's own settings; seem: those and the
+structure's), and the held-out questions are scored with the defaults and with the settings chosen
+without them (seem_dagster/evaluation/tuning.py). The pooled held-out figures say how much of a
+tuned setting's gain is the method's and how much was fitted to the dev conversations, and what
+`seem` over `prior` is when each is tuned on its own. LongMemEval holds one question per haystack,
+so there it is leave-one-question-out. The metric: LoCoMo evidence recall@K, LongMemEval turn
+recall_all@K (``--k``, default 10). The questions' vectors are encoded once; every setting ranks
+every question once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import Counter
+
+from seem_dagster import backends
+from seem_dagster.config import resolve_standard
+from seem_dagster.evaluation.methods import ids, rankers
+from seem_dagster.evaluation.metrics import is_abstention, normalise_locomo_evidence
+from seem_dagster.evaluation.scoring import score_locomo, score_longmemeval
+from seem_dagster.evaluation.tuning import memoised, nested, pooled
+from seem_dagster.retrieval.load import load_index
+from seem_dagster.retrieval.query import encode_query
+from seem_dagster.schemas import Passages, Questions
+from seem_dagster.store.snapshot import read_table, table_path
+from seem_dagster.store.sources import registered_conversations
+
+# The settings of the passage prior, and those of the structure on it (retrieval's config tree has
+# their meanings); each grid holds the default.
+PRIOR_GRID = {"lexical_weight": [0.25, 0.5, 0.75, 1.0], "unnamed_weight": [0.5, 0.75, 1.0, 1.25, 1.5, 2.0],
+              "answer_share": [0.2, 0.3, 0.35, 0.4, 0.5]}
+STRUCTURE_GRID = {"fact_key_weight": [0.1, 0.2, 0.3, 0.4, 0.5], "min_fact_score": [0.25, 0.3, 0.35, 0.4],
+                  "unnamed_fact_weight": [0.0, 0.25, 0.5, 1.0], "top_facts": [3, 5, 8], "damping": [0.3, 0.4, 0.5, 0.6],
+                  "passage_share": [1.0, 2.0, 4.0], "top_passages_rpe": [1, 2, 3, 4], "rpe_after": [3, 4, 5, 6],
+                  "rpe_within": [20, 30, 40, 50]}
+GRIDS = {"prior": PRIOR_GRID, "seem": PRIOR_GRID | STRUCTURE_GRID}
+
+
+def load_questions(store: str, benchmark: str, embedder) -> list[tuple[str, object, list, callable]]:
+    """(conversation, its memory, its encoded questions, a scorer of a ranking) per conversation."""
+    loaded = []
+    for cid in registered_conversations(store):
+        index = load_index(store, cid)
+        questions = read_table(table_path(store, "questions", cid))
+        passages = index.passages
+        ref_of = dict(zip(passages[Passages.passage_id].to_list(), passages[Passages.source_ref].to_list()))
+        user = {p for p, s in zip(passages[Passages.passage_id].to_list(), passages[Passages.speaker].to_list()) if s == "user"}
+        latest = passages[Passages.timestamp].max()
+        encoded = []
+        for q in questions.iter_rows(named=True):
+            if benchmark == "longmemeval" and is_abstention(q[Questions.question_id]):
+                continue
+            query = encode_query(q[Questions.question], q[Questions.question_date] or latest, None, embedder, cid, facts=[],
+                                 speakers=index.speakers)
+            if benchmark == "locomo":
+                gold = normalise_locomo_evidence(q[Questions.evidence], set(ref_of.values()))
+                encoded.append((query, lambda ranking, k, g=gold, refs=ref_of: score_locomo(g, [refs[p] for p in ranking], [k], {})[f"recall@{k}"]))
+            else:
+                gold = set(q[Questions.evidence])
+                encoded.append((query, lambda ranking, k, g=gold, refs=ref_of, user=user: score_longmemeval(
+                    [refs[p] for p in ranking if p in user], g, len(user), [k])[f"recall_all@{k}"]))
+        if encoded:
+            loaded.append((cid, index, encoded))
+    return loaded
+
+
+def scorer(loaded, base, method: str, k: int):
+    def scores(changes):
+        rank = rankers(base.replace(**changes), [method])[method]
+        return [(cid, score(ids(rank(index, query)), k)) for cid, index, encoded in loaded for query, score in encoded]
+
+    return memoised(scores)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", required=True, help="a store `seem eval` built")
+    parser.add_argument("--benchmark", choices=["locomo", "longmemeval"], required=True)
+    parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--passes", type=int, default=3, help="coordinate-ascent passes at most")
+    args = parser.parse_args()
+    config = resolve_standard().config
+    base = config.retrieval
+    started = time.perf_counter()
+    loaded = load_questions(args.store, args.benchmark, backends.embedder(config.extraction.embedder))
+    questions = sum(len(e) for _, _, e in loaded)
+    metric = f"recall@{args.k}" if args.benchmark == "locomo" else f"turn recall_all@{args.k}"
+    print(f"{args.benchmark}: {len(loaded)} conversations, {questions} questions, {metric}; settings chosen on the others "
+          f"by coordinate ascent from the defaults (at most {args.passes} passes)")
+    summary = {}
+    for method, grid in GRIDS.items():
+        scores = scorer(loaded, base, method, args.k)
+        defaults = {name: getattr(base, name) for name in grid}
+        folds = nested(scores, grid, defaults, args.passes)
+        summary[method] = pooled(folds)
+        if args.benchmark == "locomo":  # LongMemEval's folds are single questions: their lines say little
+            for f in folds:
+                chosen = " ".join(f"{n}={v}" for n, v in f.chosen.items()) or "(the defaults)"
+                print(f"  {method:<6} {f.held_out:<12} defaults {f.default:.3f}  tuned {f.tuned:.3f}  {chosen}")
+        moved = {n: Counter(f.chosen[n] for f in folds if n in f.chosen) for n in grid}
+        print(f"{method}: held out, defaults {summary[method][0]:.4f}, tuned on the others {summary[method][1]:.4f} "
+              f"({summary[method][1] - summary[method][0]:+.4f}); settings evaluated {len(scores.evaluated)}; "
+              f"moved in folds (value x folds of {len(folds)}): "
+              + ("; ".join(f"{n} " + ", ".join(f"{v} x{c}" for v, c in values.most_common()) for n, values in moved.items() if values)
+                 or "none"))
+    (p_def, p_tuned), (s_def, s_tuned) = summary["prior"], summary["seem"]
+    print(f"seem - prior on held-out questions: both at the defaults {s_def - p_def:+.4f}; "
+          f"each tuned without them {s_tuned - p_tuned:+.4f}  ({time.perf_counter() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
