@@ -44,8 +44,9 @@ STRUCTURE_GRID = {"fact_key_weight": [0.1, 0.2, 0.3, 0.4, 0.5], "min_fact_score"
 GRIDS = {"prior": PRIOR_GRID, "seem": PRIOR_GRID | STRUCTURE_GRID}
 
 
-def load_questions(store: str, benchmark: str, embedder) -> list[tuple[str, object, list, callable]]:
-    """(conversation, its memory, its encoded questions, a scorer of a ranking) per conversation."""
+def load_questions(store: str, benchmark: str, embedder) -> list[tuple[str, object, list]]:
+    """Per conversation with questions: (its id, its memory, [(an encoded question, its scorer of a
+    ranking at K)]), the scorer as `seem eval` scores that benchmark."""
     loaded = []
     for cid in registered_conversations(store):
         index = load_index(store, cid)
