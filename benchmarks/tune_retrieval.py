@@ -25,7 +25,7 @@ from seem_dagster import backends
 from seem_dagster.config import resolve_standard
 from seem_dagster.evaluation.methods import ids, rankers
 from seem_dagster.evaluation.metrics import is_abstention, normalise_locomo_evidence
-from seem_dagster.evaluation.scoring import score_locomo, score_longmemeval
+from seem_dagster.evaluation.scoring import locomo_category, score_locomo, score_longmemeval
 from seem_dagster.evaluation.tuning import memoised, nested, pooled
 from seem_dagster.retrieval.load import load_index
 from seem_dagster.retrieval.query import encode_query
@@ -44,9 +44,11 @@ STRUCTURE_GRID = {"fact_key_weight": [0.1, 0.2, 0.3, 0.4, 0.5], "min_fact_score"
 GRIDS = {"prior": PRIOR_GRID, "seem": PRIOR_GRID | STRUCTURE_GRID}
 
 
-def load_questions(store: str, benchmark: str, embedder) -> list[tuple[str, object, list]]:
+def load_questions(store: str, benchmark: str, embedder, category: str | None = None) -> list[tuple[str, object, list]]:
     """Per conversation with questions: (its id, its memory, [(an encoded question, its scorer of a
-    ranking at K)]), the scorer as `seem eval` scores that benchmark."""
+    ranking at K)]), the scorer as `seem eval` scores that benchmark; only the questions of
+    ``category`` when one is given (a LoCoMo category or a LongMemEval question type, as results.md
+    names them)."""
     loaded = []
     for cid in registered_conversations(store):
         index = load_index(store, cid)
@@ -58,6 +60,9 @@ def load_questions(store: str, benchmark: str, embedder) -> list[tuple[str, obje
         encoded = []
         for q in questions.iter_rows(named=True):
             if benchmark == "longmemeval" and is_abstention(q[Questions.question_id]):
+                continue
+            named = locomo_category(q[Questions.category]) if benchmark == "locomo" else (q[Questions.category] or "none")
+            if category and category not in named:
                 continue
             query = encode_query(q[Questions.question], q[Questions.question_date] or latest, None, embedder, cid, facts=[],
                                  speakers=index.speakers)
@@ -87,14 +92,18 @@ def main() -> None:
     parser.add_argument("--benchmark", choices=["locomo", "longmemeval"], required=True)
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--passes", type=int, default=3, help="coordinate-ascent passes at most")
+    parser.add_argument("--category", help="tune and score only these questions, e.g. multi-hop (LoCoMo) or temporal-reasoning")
     args = parser.parse_args()
     config = resolve_standard().config
     base = config.retrieval
     started = time.perf_counter()
-    loaded = load_questions(args.store, args.benchmark, backends.embedder(config.extraction.embedder))
+    loaded = load_questions(args.store, args.benchmark, backends.embedder(config.extraction.embedder), args.category)
+    if not loaded:
+        raise SystemExit(f"{args.store}: no question of category {args.category!r}" if args.category else f"{args.store}: no question")
     questions = sum(len(e) for _, _, e in loaded)
     metric = f"recall@{args.k}" if args.benchmark == "locomo" else f"turn recall_all@{args.k}"
-    print(f"{args.benchmark}: {len(loaded)} conversations, {questions} questions, {metric}; settings chosen on the others "
+    print(f"{args.benchmark}: {len(loaded)} conversations, {questions} {args.category + ' ' if args.category else ''}questions, "
+          f"{metric}; settings chosen on the others "
           f"by coordinate ascent from the defaults (at most {args.passes} passes)")
     summary = {}
     for method, grid in GRIDS.items():

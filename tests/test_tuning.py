@@ -81,3 +81,10 @@ def test_the_tuning_benchmark_scores_the_memory_as_seem_eval_does(tmp_path):
         # ...and each copy's settings were chosen on the other, identical copy: they cannot do worse.
         assert tuned >= default
     assert re.search(r"^seem - prior on held-out questions: both at the defaults [+-][0-9.]+; each tuned without them", run.stdout, re.M)
+    # One category alone: the sample's three multi-hop questions in each copy, scored as the evaluation does.
+    run = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "benchmarks" / "tune_retrieval.py"), "--store",
+                          str(out / "store"), "--benchmark", "locomo", "--category", "multi-hop"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "locomo: 2 conversations, 6 multi-hop questions, recall@10" in run.stdout
+    default = float(re.search(r"^seem: held out, defaults ([0-9.]+)", run.stdout, re.M).group(1))
+    assert default == pytest.approx(results["methods"]["seem"]["recall@10"]["by_category"]["1 multi-hop"], abs=5e-5)
