@@ -10,8 +10,8 @@ structure's), and the held-out questions are scored with the defaults and with t
 without them (seem_dagster/evaluation/tuning.py). The pooled held-out figures say how much of a
 tuned setting's gain is the method's and how much was fitted to the dev conversations, and what
 `seem` over `prior` is when each is tuned on its own. LongMemEval holds one question per haystack,
-so there it is leave-one-question-out. The metric: LoCoMo evidence recall@K, LongMemEval turn
-recall_all@K (``--k``, default 10). The questions' vectors are encoded once; every setting ranks
+so there it is leave-one-question-out. The metric: LoCoMo evidence recall@K, LongMemEval
+recall_all@K over turns or sessions (``--k``, default 10; ``--granularity``, default turn). The questions' vectors are encoded once; every setting ranks
 every question once.
 """
 
@@ -25,7 +25,8 @@ from seem_dagster import backends
 from seem_dagster.config import resolve_standard
 from seem_dagster.evaluation.methods import ids, rankers
 from seem_dagster.evaluation.metrics import is_abstention, normalise_locomo_evidence
-from seem_dagster.evaluation.scoring import locomo_category, score_locomo, score_longmemeval
+from seem_dagster.evaluation.run import score_lme_question
+from seem_dagster.evaluation.scoring import locomo_category, score_locomo
 from seem_dagster.evaluation.tuning import memoised, nested, pooled
 from seem_dagster.retrieval.load import load_index
 from seem_dagster.retrieval.query import encode_query
@@ -44,18 +45,19 @@ STRUCTURE_GRID = {"fact_key_weight": [0.1, 0.2, 0.3, 0.4, 0.5], "min_fact_score"
 GRIDS = {"prior": PRIOR_GRID, "seem": PRIOR_GRID | STRUCTURE_GRID}
 
 
-def load_questions(store: str, benchmark: str, embedder, category: str | None = None) -> list[tuple[str, object, list]]:
+def load_questions(store: str, benchmark: str, embedder, category: str | None = None, granularity: str = "turn"
+                   ) -> list[tuple[str, object, list]]:
     """Per conversation with questions: (its id, its memory, [(an encoded question, its scorer of a
     ranking at K)]), the scorer as `seem eval` scores that benchmark; only the questions of
     ``category`` when one is given (a LoCoMo category or a LongMemEval question type, as results.md
-    names them)."""
+    names them); LongMemEval at ``granularity`` (turn or session)."""
     loaded = []
     for cid in registered_conversations(store):
         index = load_index(store, cid)
         questions = read_table(table_path(store, "questions", cid))
         passages = index.passages
         ref_of = dict(zip(passages[Passages.passage_id].to_list(), passages[Passages.source_ref].to_list()))
-        user = {p for p, s in zip(passages[Passages.passage_id].to_list(), passages[Passages.speaker].to_list()) if s == "user"}
+        speaker_of = dict(zip(passages[Passages.passage_id].to_list(), passages[Passages.speaker].to_list()))
         latest = passages[Passages.timestamp].max()
         encoded = []
         for q in questions.iter_rows(named=True):
@@ -70,9 +72,8 @@ def load_questions(store: str, benchmark: str, embedder, category: str | None = 
                 gold = normalise_locomo_evidence(q[Questions.evidence], set(ref_of.values()))
                 encoded.append((query, lambda ranking, k, g=gold, refs=ref_of: score_locomo(g, [refs[p] for p in ranking], [k], {})[f"recall@{k}"]))
             else:
-                gold = set(q[Questions.evidence])
-                encoded.append((query, lambda ranking, k, g=gold, refs=ref_of, user=user: score_longmemeval(
-                    [refs[p] for p in ranking if p in user], g, len(user), [k])[f"recall_all@{k}"]))
+                encoded.append((query, lambda ranking, k, q=q, refs=ref_of, speaker=speaker_of: score_lme_question(
+                    granularity, q, [refs[p] for p in ranking], [speaker[p] for p in ranking], refs.values())[f"recall_all@{k}"]))
         if encoded:
             loaded.append((cid, index, encoded))
     return loaded
@@ -92,16 +93,18 @@ def main() -> None:
     parser.add_argument("--benchmark", choices=["locomo", "longmemeval"], required=True)
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--passes", type=int, default=3, help="coordinate-ascent passes at most")
+    parser.add_argument("--granularity", choices=["turn", "session"], default="turn", help="LongMemEval's recall_all over turns or sessions")
     parser.add_argument("--category", help="tune and score only these questions, e.g. multi-hop (LoCoMo) or temporal-reasoning")
     args = parser.parse_args()
     config = resolve_standard().config
     base = config.retrieval
     started = time.perf_counter()
-    loaded = load_questions(args.store, args.benchmark, backends.embedder(config.extraction.embedder), args.category)
+    loaded = load_questions(args.store, args.benchmark, backends.embedder(config.extraction.embedder), args.category,
+                            args.granularity)
     if not loaded:
         raise SystemExit(f"{args.store}: no question of category {args.category!r}" if args.category else f"{args.store}: no question")
     questions = sum(len(e) for _, _, e in loaded)
-    metric = f"recall@{args.k}" if args.benchmark == "locomo" else f"turn recall_all@{args.k}"
+    metric = f"recall@{args.k}" if args.benchmark == "locomo" else f"{args.granularity} recall_all@{args.k}"
     print(f"{args.benchmark}: {len(loaded)} conversations, {questions} {args.category + ' ' if args.category else ''}questions, "
           f"{metric}; settings chosen on the others "
           f"by coordinate ascent from the defaults (at most {args.passes} passes)")

@@ -306,17 +306,22 @@ def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
 
 
 def _score_lme(rows: dict[str, list], q: dict, refs: list[str], speakers: list[str], ref_of: dict) -> None:
-    gold_turns = set(q[Questions.evidence])
-    corpus_refs = list(ref_of.values())
     qtype = q[Questions.category] or "none"
-    if "turn" in rows:
+    for granularity in ("turn", "session"):
+        if granularity in rows:
+            rows[granularity].append((qtype, score_lme_question(granularity, q, refs, speakers, ref_of.values())))
+
+
+def score_lme_question(granularity: str, q: dict, refs: list[str], speakers: list[str], corpus_refs) -> dict[str, float]:
+    """One LongMemEval question's scores of a ranking (``refs``, with their ``speakers``): at the turn
+    level over the user turns, at the session level over the haystack's sessions (``corpus_refs``)."""
+    gold_turns = set(q[Questions.evidence])
+    if granularity == "turn":
         user_refs = [r for r, s in zip(refs, speakers) if s == "user"]
-        n_user = len(user_refs)
-        rows["turn"].append((qtype, score_longmemeval(user_refs, gold_turns, n_user)))
-    if "session" in rows:
-        gold = longmemeval_session_gold(q[Questions.evidence_sessions], {session_of(r) for r in gold_turns})
-        sessions = {session_of(r) for r in corpus_refs}
-        rows["session"].append((qtype, score_longmemeval([session_of(r) for r in refs], gold, len(sessions))))
+        return score_longmemeval(user_refs, gold_turns, len(user_refs))
+    gold = longmemeval_session_gold(q[Questions.evidence_sessions], {session_of(r) for r in gold_turns})
+    sessions = {session_of(r) for r in corpus_refs}
+    return score_longmemeval([session_of(r) for r in refs], gold, len(sessions))
 
 
 def _trace_peak(rank, index, query) -> float:
