@@ -136,6 +136,10 @@ class RetrievalConfig(Section):
     lexical_weight: float = Field(
         0.5, ge=0, description="BM25 (scaled to the best passage's) added to the dense cosine in the prior: MiniLM misses names"
     )
+    lexical_stems: bool = Field(
+        True, description="BM25 matches a word by its Snowball stem (\"camped\" finds \"camping\"), in the prior and the bm25 and "
+        "hybrid baselines (false: the exact word; the ablations seem-unstemmed and prior-unstemmed)"
+    )
     unnamed_weight: float = Field(
         1.0, ge=0, description="the question with the conversation's speakers' names taken out is matched against the passages "
         "too, with this weight beside the question's own cosine: every passage starts with its speaker's name, so a name in the "
@@ -278,8 +282,8 @@ class AgentConfig(Section):
 
 
 Method = Literal["seem", "seem+query-facts", "seem-no-rpe", "seem-no-fusion", "seem-no-synonyms", "seem-named", "seem-named-facts",
-                 "seem-embedded-facts",
-                 "prior", "prior-named",
+                 "seem-embedded-facts", "seem-unstemmed",
+                 "prior", "prior-named", "prior-unstemmed",
                  "prior+facts", "prior+rpe",
                  "graph-only", "dense", "bm25", "hybrid", "hybrid+reply", "seem+properties"]
 METHODS: tuple[str, ...] = get_args(Method)

@@ -27,7 +27,9 @@ ABLATION_WITHOUT = (("seem-no-synonyms", "seem", "seem without the synonym edges
                     ("seem-named", "seem", "seem matching the question as asked only (not also without the speakers' names)"),
                     ("seem-named-facts", "seem", "seem matching the facts against the question as asked only"),
                     ("seem-embedded-facts", "seem", "seem with every fact embedded alone (not pooled from its passage's forward pass)"),
-                    ("prior-named", "prior", "the prior matching the question as asked only"))
+                    ("seem-unstemmed", "seem", "seem with BM25 matching exact words (not their stems)"),
+                    ("prior-named", "prior", "the prior matching the question as asked only"),
+                    ("prior-unstemmed", "prior", "the prior with BM25 matching exact words (not their stems)"))
 
 RESAMPLES = 2000
 LEVEL = 0.95

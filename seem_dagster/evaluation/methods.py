@@ -16,7 +16,8 @@ names; ``seem-embedded-facts`` is ``seem`` with every fact's vector embedded alo
 from its passage's forward pass (as the build does for most facts); ``seem-named`` and
 ``prior-named`` match only the question as asked, not also the question without the speakers' names
 (``retrieval.unnamed_weight`` and ``unnamed_fact_weight`` 0), ``seem-named-facts`` so only against the
-facts (``unnamed_fact_weight`` 0); ``prior+rpe`` is RPE without the fact layer; ``hybrid+reply`` gives
+facts (``unnamed_fact_weight`` 0); ``seem-unstemmed`` and ``prior-unstemmed`` match BM25's words exactly,
+not by their stems (``retrieval.lexical_stems`` false); ``prior+rpe`` is RPE without the fact layer; ``hybrid+reply`` gives
 hybrid's scores the prior's reply share, so no heuristic of the prior is counted as structure.
 """
 
@@ -66,18 +67,28 @@ def dense(index: MemoryIndex, query: EncodedQuery) -> RetrievalResult:
     return _by_score(index, index.passage_vectors @ query.vector, "dense")
 
 
-def bm25(index: MemoryIndex, query: EncodedQuery) -> RetrievalResult:
-    return _by_score(index, index.lexical.scores(query.question), "bm25")
-
-
-def hybrid(index: MemoryIndex, query: EncodedQuery) -> RetrievalResult:
-    fused = rrf_scores([ids(bm25(index, query)), ids(dense(index, query))])
-    return _flat(sorted(fused.items(), key=lambda kv: -kv[1]), "hybrid")
-
-
-def _hybrid_reply(share: float) -> Ranker:
+def _bm25(stems: bool) -> Ranker:
     def rank(index: MemoryIndex, query: EncodedQuery) -> RetrievalResult:
-        fused = rrf_scores([ids(bm25(index, query)), ids(dense(index, query))])
+        return _by_score(index, index.lexical(stems).scores(query.question), "bm25")
+
+    return rank
+
+
+def _hybrid(stems: bool) -> Ranker:
+    lexical = _bm25(stems)
+
+    def rank(index: MemoryIndex, query: EncodedQuery) -> RetrievalResult:
+        fused = rrf_scores([ids(lexical(index, query)), ids(dense(index, query))])
+        return _flat(sorted(fused.items(), key=lambda kv: -kv[1]), "hybrid")
+
+    return rank
+
+
+def _hybrid_reply(share: float, stems: bool) -> Ranker:
+    lexical = _bm25(stems)
+
+    def rank(index: MemoryIndex, query: EncodedQuery) -> RetrievalResult:
+        fused = rrf_scores([ids(lexical(index, query)), ids(dense(index, query))])
         scores = np.array([fused[p] for p in index.graph.passage_ids])
         return _by_score(index, inherit_replies(scores, index.answers_to, share), "hybrid+reply")
 
@@ -134,8 +145,10 @@ def retrieval_configs(base: RetrievalConfig) -> dict[str, RetrievalConfig]:
         "seem-no-synonyms": base.replace(use_synonyms=False),
         "seem-named": base.replace(unnamed_weight=0.0, unnamed_fact_weight=0.0),
         "seem-named-facts": base.replace(unnamed_fact_weight=0.0),
+        "seem-unstemmed": base.replace(lexical_stems=False),
         "prior": base.replace(use_graph=False, use_rpe=False, fact_key_weight=0.0),
         "prior-named": base.replace(use_graph=False, use_rpe=False, fact_key_weight=0.0, unnamed_weight=0.0, unnamed_fact_weight=0.0),
+        "prior-unstemmed": base.replace(use_graph=False, use_rpe=False, fact_key_weight=0.0, lexical_stems=False),
         "prior+facts": base.replace(use_graph=False, use_rpe=False),
         "prior+rpe": base.replace(use_graph=False, fact_key_weight=0.0),
         "graph-only": base.replace(passage_share=0.0),
@@ -164,9 +177,9 @@ def rankers(base: RetrievalConfig, methods: Sequence[str] = METHODS, properties:
         raise ValueError(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
     table: dict[str, Ranker] = {name: _seem(config) for name, config in retrieval_configs(base).items()} | {
         "dense": dense,
-        "bm25": bm25,
-        "hybrid": hybrid,
-        "hybrid+reply": _hybrid_reply(base.answer_share),
+        "bm25": _bm25(base.lexical_stems),
+        "hybrid": _hybrid(base.lexical_stems),
+        "hybrid+reply": _hybrid_reply(base.answer_share, base.lexical_stems),
         "seem+properties": _seem_properties(base, properties or PropertiesConfig()),
         "seem-embedded-facts": _seem_embedded_facts(base),
     }

@@ -211,7 +211,8 @@ def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
         speaker_of = dict(zip(passages[Passages.passage_id].to_list(), passages[Passages.speaker].to_list()))
         all_passage_texts.extend(passages[Passages.text].to_list())
         latest = passages[Passages.timestamp].max()
-        _ = index.lexical  # built once per conversation, outside the query timings
+        for stems in {config.retrieval.lexical_stems, *(False for m in methods if m.endswith("-unstemmed"))}:
+            index.lexical(stems)  # built once per conversation, outside the query timings
         if "seem-embedded-facts" in methods:
             # Through the conversation's vector cache: the facts the build embedded alone are hits, and
             # the next evaluation of this memory embeds none of them again.

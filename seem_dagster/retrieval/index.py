@@ -64,11 +64,15 @@ class MemoryIndex:
     # passages' forward pass: set by `seem eval` for its seem-embedded-facts ablation only.
     embedded_fact_vectors: np.ndarray | None = None
     _name_links: dict[int, dict[str, dict[str, str]]] = field(default_factory=dict, repr=False)
+    _lexical: dict[bool, Bm25] = field(default_factory=dict, repr=False)
 
-    @cached_property
-    def lexical(self) -> Bm25:
-        """BM25 over the passages' "speaker: text", built on first use (milliseconds per conversation)."""
-        return Bm25([passage_text(s, t) for s, t in zip(self.passages[Passages.speaker].to_list(), self.passages[Passages.text].to_list())])
+    def lexical(self, stems: bool = True) -> Bm25:
+        """BM25 over the passages' "speaker: text", words matched by their stems or exactly (Bm25); each
+        built on first use (milliseconds per conversation) and kept."""
+        if stems not in self._lexical:
+            texts = [passage_text(s, t) for s, t in zip(self.passages[Passages.speaker].to_list(), self.passages[Passages.text].to_list())]
+            self._lexical[stems] = Bm25(texts, stems)
+        return self._lexical[stems]
 
     @cached_property
     def speakers(self) -> tuple[str, ...]:

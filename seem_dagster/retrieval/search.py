@@ -107,7 +107,7 @@ def passage_prior(
     if config.unnamed_weight and unnamed is not None:
         prior += config.unnamed_weight * np.clip(index.passage_vectors @ unnamed, 0, None)
     if config.lexical_weight and question:
-        lexical = index.lexical.scores(question).astype(np.float64)
+        lexical = index.lexical(config.lexical_stems).scores(question).astype(np.float64)
         top = lexical.max()
         if top > 0:
             prior += config.lexical_weight * lexical / top
