@@ -22,14 +22,14 @@ import time
 from collections import Counter
 
 from seem_dagster import backends
-from seem_dagster.config import resolve_standard
+from seem_dagster.config import RetrievalConfig, resolve_standard
 from seem_dagster.evaluation.methods import ids, rankers
 from seem_dagster.evaluation.metrics import is_abstention, normalise_locomo_evidence
 from seem_dagster.evaluation.run import score_lme_question
 from seem_dagster.evaluation.scoring import locomo_category, score_locomo
 from seem_dagster.evaluation.tuning import memoised, nested, pooled
 from seem_dagster.retrieval.load import load_index
-from seem_dagster.retrieval.query import encode_query
+from seem_dagster.retrieval.query import encode_query, form_of
 from seem_dagster.schemas import Passages, Questions
 from seem_dagster.store.snapshot import read_table, table_path
 from seem_dagster.store.sources import registered_conversations
@@ -45,12 +45,13 @@ STRUCTURE_GRID = {"fact_key_weight": [0.1, 0.2, 0.3, 0.4, 0.5], "min_fact_score"
 GRIDS = {"prior": PRIOR_GRID, "seem": PRIOR_GRID | STRUCTURE_GRID}
 
 
-def load_questions(store: str, benchmark: str, embedder, category: str | None = None, granularity: str = "turn"
-                   ) -> list[tuple[str, object, list]]:
+def load_questions(store: str, benchmark: str, embedder, base: RetrievalConfig, category: str | None = None,
+                   granularity: str = "turn") -> list[tuple[str, object, list]]:
     """Per conversation with questions: (its id, its memory, [(an encoded question, its scorer of a
     ranking at K)]), the scorer as `seem eval` scores that benchmark; only the questions of
     ``category`` when one is given (a LoCoMo category or a LongMemEval question type, as results.md
-    names them); LongMemEval at ``granularity`` (turn or session)."""
+    names them); LongMemEval at ``granularity`` (turn or session). Each question's form (whether it asks
+for several things) is read as ``base`` reads it, as `seem eval` does."""
     loaded = []
     for cid in registered_conversations(store):
         index = load_index(store, cid)
@@ -67,7 +68,7 @@ def load_questions(store: str, benchmark: str, embedder, category: str | None = 
             if category and category not in named:
                 continue
             query = encode_query(q[Questions.question], q[Questions.question_date] or latest, None, embedder, cid, facts=[],
-                                 speakers=index.speakers)
+                                 speakers=index.speakers, several=form_of(q[Questions.question], base))
             if benchmark == "locomo":
                 gold = normalise_locomo_evidence(q[Questions.evidence], set(ref_of.values()))
                 encoded.append((query, lambda ranking, k, g=gold, refs=ref_of: score_locomo(g, [refs[p] for p in ranking], [k], {})[f"recall@{k}"]))
@@ -99,7 +100,7 @@ def main() -> None:
     config = resolve_standard().config
     base = config.retrieval
     started = time.perf_counter()
-    loaded = load_questions(args.store, args.benchmark, backends.embedder(config.extraction.embedder), args.category,
+    loaded = load_questions(args.store, args.benchmark, backends.embedder(config.extraction.embedder), base, args.category,
                             args.granularity)
     if not loaded:
         raise SystemExit(f"{args.store}: no question of category {args.category!r}" if args.category else f"{args.store}: no question")

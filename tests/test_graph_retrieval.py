@@ -245,6 +245,13 @@ def test_rpe_brings_the_reply_to_an_expanded_question():
     assert ranked[2].reason == "same-session neighbour of anchor D1:0"
     plain = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), RetrievalConfig(**base, rpe_follow_reply=False)).ranked
     assert [r.passage_id for r in plain] == ["p0", "p1", "p3", "p2"]
+    # A question that asks for several things keeps the ranking without RPE, unless list_breadth is off.
+    walked = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), RetrievalConfig(**base, use_rpe=False)).ranked
+    listed = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), RetrievalConfig(**base), several=True)
+    assert [r.passage_id for r in listed.ranked] == [r.passage_id for r in walked] != [r.passage_id for r in ranked]
+    assert listed.episodes == []
+    on_lists = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), RetrievalConfig(**base, list_breadth=False), several=True).ranked
+    assert [r.passage_id for r in on_lists] == ["p0", "p1", "p2", "p3"]
 
 
 def test_a_proper_name_is_capitalised_inside_a_sentence():

@@ -28,6 +28,7 @@ ABLATION_WITHOUT = (("seem-no-synonyms", "seem", "seem without the synonym edges
                     ("seem-named-facts", "seem", "seem matching the facts against the question as asked only"),
                     ("seem-embedded-facts", "seem", "seem with every fact embedded alone (not pooled from its passage's forward pass)"),
                     ("seem-unstemmed", "seem", "seem with BM25 matching exact words (not their stems)"),
+                    ("seem-rpe-on-lists", "seem", "seem with RPE also for questions that ask for several things"),
                     ("prior-named", "prior", "the prior matching the question as asked only"),
                     ("prior-unstemmed", "prior", "the prior with BM25 matching exact words (not their stems)"))
 

@@ -17,7 +17,8 @@ from its passage's forward pass (as the build does for most facts); ``seem-named
 ``prior-named`` match only the question as asked, not also the question without the speakers' names
 (``retrieval.unnamed_weight`` and ``unnamed_fact_weight`` 0), ``seem-named-facts`` so only against the
 facts (``unnamed_fact_weight`` 0); ``seem-unstemmed`` and ``prior-unstemmed`` match BM25's words exactly,
-not by their stems (``retrieval.lexical_stems`` false); ``prior+rpe`` is RPE without the fact layer; ``hybrid+reply`` gives
+not by their stems (``retrieval.lexical_stems`` false); ``seem-rpe-on-lists`` expands a question that asks for
+several things with RPE too (``retrieval.list_breadth`` false); ``prior+rpe`` is RPE without the fact layer; ``hybrid+reply`` gives
 hybrid's scores the prior's reply share, so no heuristic of the prior is counted as structure.
 """
 
@@ -97,7 +98,8 @@ def _hybrid_reply(share: float, stems: bool) -> Ranker:
 
 def _seem(config: RetrievalConfig) -> Ranker:
     def rank(index: MemoryIndex, query: EncodedQuery) -> RetrievalResult:
-        return retrieve(index, query.vector, query.fact_vectors, config, question_text=query.question, unnamed=query.unnamed_vector)
+        return retrieve(index, query.vector, query.fact_vectors, config, question_text=query.question, unnamed=query.unnamed_vector,
+                        several=query.several)
 
     return rank
 
@@ -146,6 +148,7 @@ def retrieval_configs(base: RetrievalConfig) -> dict[str, RetrievalConfig]:
         "seem-named": base.replace(unnamed_weight=0.0, unnamed_fact_weight=0.0),
         "seem-named-facts": base.replace(unnamed_fact_weight=0.0),
         "seem-unstemmed": base.replace(lexical_stems=False),
+        "seem-rpe-on-lists": base.replace(list_breadth=False),
         "prior": base.replace(use_graph=False, use_rpe=False, fact_key_weight=0.0),
         "prior-named": base.replace(use_graph=False, use_rpe=False, fact_key_weight=0.0, unnamed_weight=0.0, unnamed_fact_weight=0.0),
         "prior-unstemmed": base.replace(use_graph=False, use_rpe=False, fact_key_weight=0.0, lexical_stems=False),
@@ -169,6 +172,12 @@ def query_encoding(base: RetrievalConfig, method: str) -> str:
     if not config.query_facts or not (config.use_graph or config.fact_key_weight):
         return "vectors" if config.matches_unnamed else "vector"
     return "full"
+
+
+def reads_form(base: RetrievalConfig, method: str) -> bool:
+    """Whether a method's query needs to know if the question asks for several things (a tagging)."""
+    config = retrieval_configs(base).get(method)
+    return bool(config is not None and config.reads_form)
 
 
 def rankers(base: RetrievalConfig, methods: Sequence[str] = METHODS, properties: PropertiesConfig | None = None) -> dict[str, Ranker]:

@@ -25,7 +25,7 @@ from pathlib import Path
 from seem_dagster import backends
 from seem_dagster.config import Layer, Resolved, SeemConfig, resolve_standard
 from seem_dagster.evaluation.ablation import differences, locomo_columns, longmemeval_columns
-from seem_dagster.evaluation.methods import ids, query_encoding, rankers
+from seem_dagster.evaluation.methods import ids, query_encoding, rankers, reads_form
 from seem_dagster.evaluation.metrics import is_abstention, longmemeval_session_gold, normalise_locomo_evidence
 from seem_dagster.evaluation.qa import QaItem, answer_and_judge, summarise_qa
 from seem_dagster.evaluation.scoring import (
@@ -46,7 +46,7 @@ from seem_dagster.retrieval.context import build_context
 from seem_dagster.retrieval.index import fact_text
 from seem_dagster.retrieval.lexical import Bm25
 from seem_dagster.retrieval.load import load_index
-from seem_dagster.retrieval.query import encode_query
+from seem_dagster.retrieval.query import encode_query, form_of
 from seem_dagster.schemas import Facts, Passages, Questions
 from seem_dagster.store.cache import ConversationCache
 from seem_dagster.store.files import write_bytes_atomic
@@ -190,6 +190,7 @@ def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
     extractor, embedder = backends.extractor(config.extraction.extractor), backends.embedder(config.extraction.embedder)
     methods = rankers(config.retrieval, ev.methods, config.properties)
     encoding = {m: query_encoding(config.retrieval, m) for m in methods}
+    form_read = {m: reads_form(config.retrieval, m) for m in methods}
     read_question = "full" in encoding.values()  # else no method uses the question's facts: never parse it
     ks = list(ev.ks) if run.benchmark == "locomo" else list(LME_KS)
     budgets = list(ev.budgets) if run.benchmark == "locomo" else []
@@ -231,15 +232,18 @@ def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
             date = q[Questions.question_date] or latest
             _, vector_s = _timed(lambda: embedder.encode([q[Questions.question]]))
             facts = (session.query_facts(q[Questions.question], date) if session else None) if read_question else []
+            # Whether it asks for several things: tagged once, charged to the methods that use it.
+            several, form_s = _timed(lambda: form_of(q[Questions.question], config.retrieval) if any(form_read.values()) else False)
             query, encode_s = _timed(lambda: encode_query(q[Questions.question], date, extractor, embedder, cid, facts=facts,
-                                                          speakers=speakers))
+                                                          speakers=speakers, several=several))
             # What a method that reads no facts pays: the question's vectors (with its form without the speakers' names).
             vectors_s = _timed(lambda: encode_query(q[Questions.question], date, extractor, embedder, cid, facts=[],
                                                     speakers=speakers))[1] if read_question else encode_s
             for name, rank in methods.items():
                 result, rank_s = _timed(lambda: rank(index, query))
                 ranking = ids(result)
-                latencies[name].append(rank_s + {"none": 0.0, "vector": vector_s, "vectors": vectors_s, "full": encode_s}[encoding[name]])
+                latencies[name].append(rank_s + {"none": 0.0, "vector": vector_s, "vectors": vectors_s, "full": encode_s}[encoding[name]]
+                                       + (form_s if form_read[name] else 0.0))
                 if name not in traced and len(latencies[name]) == TRACE_QUERIES:
                     traced[name] = _trace_peak(rank, index, query)
                 refs = [ref_of[p] for p in ranking]

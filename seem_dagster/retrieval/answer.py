@@ -9,7 +9,7 @@ from datetime import datetime
 from seem_dagster.retrieval.as_of import property_histories, restrict
 from seem_dagster.retrieval.context import Context, build_context
 from seem_dagster.retrieval.index import MemoryIndex
-from seem_dagster.retrieval.query import encode_query
+from seem_dagster.retrieval.query import encode_query, form_of
 from seem_dagster.retrieval.search import RetrievalConfig, RetrievalResult, retrieve
 from seem_dagster.schemas import Passages
 
@@ -37,8 +37,9 @@ def ask(
     # Without query facts the question is not read at all: no parse, no model call.
     facts = (llm.query_facts(question, date) if llm is not None else None) if config.query_facts else []
     query = encode_query(question, date, extractor, embedder, index.passages[Passages.conversation_id][0], facts=facts,
-                         speakers=index.speakers if config.matches_unnamed else ())
-    result = retrieve(index, query.vector, query.fact_vectors, config, question_text=question, unnamed=query.unnamed_vector)
+                         speakers=index.speakers if config.matches_unnamed else (), several=form_of(question, config))
+    result = retrieve(index, query.vector, query.fact_vectors, config, question_text=question, unnamed=query.unnamed_vector,
+                      several=query.several)
     if as_of is not None:
         result = restrict(index, result, as_of)
     seconds = time.perf_counter() - started

@@ -25,6 +25,8 @@ class EncodedQuery:
     fact_vectors: np.ndarray
     # The question without the speakers' names (None when it names none): see without_speakers.
     unnamed_vector: np.ndarray | None = None
+    # The question asks for several things (question_form.asks_for_several): RPE leaves it alone.
+    several: bool = False
 
 
 def without_speakers(question: str, speakers: Iterable[str]) -> str | None:
@@ -45,11 +47,12 @@ def without_speakers(question: str, speakers: Iterable[str]) -> str | None:
 
 def encode_query(
     question: str, date: datetime, extractor: Extractor, embedder, conversation_id: str = "query", facts: list[Fact] | None = None,
-    speakers: Iterable[str] = (),
+    speakers: Iterable[str] = (), several: bool = False,
 ) -> EncodedQuery:
     """Relative dates in the question resolve against ``date`` (e.g. LongMemEval's question_date).
     ``facts`` from a language model replace the extractor's. ``speakers``: the conversation's, whose
-    names the unnamed vector leaves out (none given: no unnamed vector)."""
+    names the unnamed vector leaves out (none given: no unnamed vector). ``several``: whether the
+    question asks for several things (form_of)."""
     if facts is None:
         (extraction,) = extractor.extract(
             [PassageInput(passage_id="query", conversation_id=conversation_id, speaker=QUERY_SPEAKER, text=question, timestamp=date)]
@@ -59,4 +62,16 @@ def encode_query(
     texts = [question] + ([unnamed] if unnamed else []) + [fact_text(f.subject, f.relation, f.object).strip() for f in facts]
     vectors = embedder.encode(texts)
     skip = 2 if unnamed else 1
-    return EncodedQuery(question, date, vectors[0], facts, vectors[skip:], vectors[1] if unnamed else None)
+    return EncodedQuery(question, date, vectors[0], facts, vectors[skip:], vectors[1] if unnamed else None, several)
+
+
+def form_of(question: str, config) -> bool:
+    """Whether the question asks for several things, when the retrieval ``config`` (RetrievalConfig)
+    uses it (its reads_form); False without a look at the question otherwise."""
+    from seem_dagster.retrieval.question_form import asks_for_several, may_ask_for_several
+
+    if not config.reads_form or not may_ask_for_several(question):
+        return False
+    from seem_dagster.extraction.embedded import question_tags
+
+    return asks_for_several(question_tags(question))

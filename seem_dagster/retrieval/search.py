@@ -136,9 +136,11 @@ def fact_keys(index: MemoryIndex, fact_scores: np.ndarray, config: RetrievalConf
 
 def retrieve(
     index: MemoryIndex, question: np.ndarray, query_facts: np.ndarray, config: RetrievalConfig, *, question_text: str | None = None,
-    unnamed: np.ndarray | None = None,
+    unnamed: np.ndarray | None = None, several: bool = False,
 ) -> RetrievalResult:
-    """``unnamed``: the vector of the question without the speakers' names (EncodedQuery.unnamed_vector)."""
+    """``unnamed``: the vector of the question without the speakers' names (EncodedQuery.unnamed_vector).
+    ``several``: the question asks for several things (EncodedQuery.several); with ``list_breadth`` it
+    keeps the walk's ranking, without RPE (retrieval/question_form.py says why)."""
     if not config.query_facts:
         query_facts = query_facts[:0]
     prior = passage_prior(index, question, question_text, config, unnamed)
@@ -172,7 +174,7 @@ def retrieve(
         note = " (no usable fact)" if config.use_graph else ""
         ranked = [Ranked(ids[i], float(prior[i]), f"direct match {prior[i]:.3f}{note}") for i in order]
         mode = "dense"
-    if not config.use_rpe:
+    if not config.use_rpe or (several and config.list_breadth):
         return RetrievalResult(ranked, seeds, mode, [])
     expanded, used = expand(index, ranked, config)
     return RetrievalResult(expanded, seeds, mode, used)

@@ -1,0 +1,39 @@
+"""Whether a question asks for several things (pure).
+
+"What activities does Melanie partake in?", "Which cities has Jon visited?", "How many books did she
+read?": the answer is a list, and its items are usually in different sessions. Reverse Provenance
+Expansion places the best match's neighbouring turns after the top five, which is what a question
+with one answer needs (the answer sits beside the turn that matched) and what a list question does
+not (the slots go to one session instead of the other items the walk found). So a list question keeps
+the walk's ranking (RetrievalConfig.list_breadth).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+WH_WORDS = {"what", "which"}
+FIRST_WORD = re.compile(r"\W*(\w+)")
+PLURAL_NOUN_TAGS = {"NNS", "NNPS"}
+# After "what"/"which", the plural noun that names the asked-for things comes within this many words
+# ("what activities", "what kinds of books", "which Star Wars locations").
+WINDOW = 3
+
+
+def asks_for_several(tokens: Sequence[tuple[str, str]]) -> bool:
+    """``tokens``: the question's (word, Penn Treebank tag) pairs, punctuation left out. True for a
+    leading "how many", or a leading what/which followed within WINDOW words by a plural noun."""
+    words = [(w.lower(), tag) for w, tag in tokens]
+    if len(words) >= 2 and words[0][0] == "how" and words[1][0] == "many":
+        return True
+    if not words or words[0][0] not in WH_WORDS:
+        return False
+    return any(tag in PLURAL_NOUN_TAGS for _, tag in words[1:1 + WINDOW])
+
+
+def may_ask_for_several(question: str) -> bool:
+    """False when the question's first word rules a list out (it is not what, which or how), so most
+    questions need no tagging and a one-shot query never loads the tagger for them."""
+    first = FIRST_WORD.match(question)
+    return bool(first) and first.group(1).lower() in WH_WORDS | {"how"}

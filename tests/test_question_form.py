@@ -1,0 +1,45 @@
+"""Whether a question asks for several things: the rule by hand, then on the real tagger."""
+
+import pytest
+
+from seem_dagster.config import RetrievalConfig
+from seem_dagster.extraction.embedded import question_tags
+from seem_dagster.retrieval.query import form_of
+from seem_dagster.retrieval.question_form import asks_for_several, may_ask_for_several
+
+
+def test_the_rule_on_hand_tagged_questions():
+    assert asks_for_several([("What", "WDT"), ("activities", "NNS"), ("does", "VBZ"), ("Mel", "NNP"), ("do", "VB")])
+    assert asks_for_several([("which", "WDT"), ("Star", "NNP"), ("Wars", "NNPS"), ("sites", "NNS")])  # NNPS counts
+    assert asks_for_several([("How", "WRB"), ("many", "JJ"), ("times", "NNS")])
+    assert asks_for_several([("how", "WRB"), ("many", "JJ")])  # "how many" alone is enough
+    # The plural noun must come within three words of the wh-word.
+    assert not asks_for_several([("What", "WP"), ("are", "VBP"), ("Jo", "NNP"), ("'s", "POS"), ("hobbies", "NNS")])
+    assert not asks_for_several([("What", "WP"), ("did", "VBD"), ("Caroline", "NNP"), ("research", "NN")])
+    assert not asks_for_several([("When", "WRB"), ("did", "VBD"), ("they", "PRP"), ("go", "VB"), ("camping", "NN")])
+    assert not asks_for_several([("Which", "WDT"), ("song", "NN"), ("motivates", "VBZ"), ("her", "PRP")])
+    assert not asks_for_several([("How", "WRB"), ("much", "JJ"), ("money", "NN")])
+    assert not asks_for_several([])
+
+
+def test_only_what_which_and_how_questions_are_tagged():
+    assert may_ask_for_several("What activities does Mel do?") and may_ask_for_several('"which ones?"')
+    assert may_ask_for_several("How did it go?")  # tagged, then ruled out by the rule
+    assert not may_ask_for_several("When did Mel go camping?") and not may_ask_for_several("Did she?")
+    assert not may_ask_for_several("") and not may_ask_for_several("?!")
+
+
+@pytest.mark.parametrize(("question", "several"), [
+    ("What activities does Melanie partake in?", True),
+    ("Which cities has Jon visited?", True),
+    ("What kinds of books does she read?", True),
+    ("How many times has she gone camping?", True),
+    ("What did Caroline research?", False),
+    ("Which song motivates Caroline to be courageous?", False),
+    ("Where did Caroline move from 4 years ago?", False),
+])
+def test_the_real_tagger_reads_the_form(question, several):
+    assert asks_for_several(question_tags(question)) is several
+    assert form_of(question, RetrievalConfig()) is several
+    assert form_of(question, RetrievalConfig(list_breadth=False)) is False  # not read when nothing uses it
+    assert form_of(question, RetrievalConfig(use_rpe=False)) is False
