@@ -50,8 +50,8 @@ def load_questions(store: str, benchmark: str, embedder, base: RetrievalConfig, 
     """Per conversation with questions: (its id, its memory, [(an encoded question, its scorer of a
     ranking at K)]), the scorer as `seem eval` scores that benchmark; only the questions of
     ``category`` when one is given (a LoCoMo category or a LongMemEval question type, as results.md
-    names them); LongMemEval at ``granularity`` (turn or session). Each question's form (whether it asks
-for several things) is read as ``base`` reads it, as `seem eval` does."""
+    names them); LongMemEval at ``granularity`` (turn or session). Each question's form (whether it
+    asks for several things) is read as ``base`` reads it, as `seem eval` does."""
     loaded = []
     for cid in registered_conversations(store):
         index = load_index(store, cid)

@@ -16,10 +16,11 @@ names; ``seem-embedded-facts`` is ``seem`` with every fact's vector embedded alo
 from its passage's forward pass (as the build does for most facts); ``seem-named`` and
 ``prior-named`` match only the question as asked, not also the question without the speakers' names
 (``retrieval.unnamed_weight`` and ``unnamed_fact_weight`` 0), ``seem-named-facts`` so only against the
-facts (``unnamed_fact_weight`` 0); ``seem-unstemmed`` and ``prior-unstemmed`` match BM25's words exactly,
-not by their stems (``retrieval.lexical_stems`` false); ``seem-rpe-on-lists`` expands a question that asks for
-several things with RPE too (``retrieval.list_breadth`` false); ``prior+rpe`` is RPE without the fact layer; ``hybrid+reply`` gives
-hybrid's scores the prior's reply share, so no heuristic of the prior is counted as structure.
+facts (``unnamed_fact_weight`` 0); ``seem-unstemmed`` and ``prior-unstemmed`` match BM25's words
+exactly, not by their stems (``retrieval.lexical_stems`` false); ``seem-rpe-on-lists`` expands a
+question that asks for several things with RPE too (``retrieval.list_breadth`` false); ``prior+rpe``
+is RPE without the fact layer; ``hybrid+reply`` gives hybrid's scores the prior's reply share, so no
+heuristic of the prior is counted as structure.
 """
 
 from __future__ import annotations
