@@ -182,6 +182,14 @@ class RetrievalConfig(Section):
         3, ge=0, description="a proper name that at most this many turns mention links them in RPE (0: off)"
     )
     rpe_name_links: int = Field(2, ge=0, description="turns a name link brings at most")
+    rerank: bool = Field(
+        False, description="reorder the top rerank_depth passages by a logistic model over what the query already computed "
+        "(the rank, the dense, unnamed, BM25 and fact matches, replies, the named speaker, the turn's length), fitted on "
+        "LoCoMo dev by benchmarks/train_rerank.py and bundled (retrieval/rerank_model.json). Off: on LoCoMo conversations it "
+        "was not fitted on it adds R@5 +0.035 and R@10 +0.01, but on LongMemEval's user turns it costs three questions of "
+        "turn recall_all@5 (the ablation seem+rerank; docs/experiments.md)"
+    )
+    rerank_depth: int = Field(100, ge=1, description="passages the reranker reorders; the rest keep their order")
 
     @property
     def matches_unnamed(self) -> bool:
@@ -190,8 +198,8 @@ class RetrievalConfig(Section):
 
     @property
     def reads_form(self) -> bool:
-        """Whether a query needs to know if the question asks for several things (list_breadth)."""
-        return self.use_rpe and self.list_breadth
+        """Whether a query needs to know if the question asks for several things (list_breadth, the reranker)."""
+        return (self.use_rpe and self.list_breadth) or self.rerank
 
 
 class QueryConfig(Section):
@@ -291,9 +299,9 @@ class AgentConfig(Section):
     max_tokens: int = Field(512, ge=1, description="cap on each model reply's tokens")
 
 
-Method = Literal["seem", "seem+query-facts", "seem-no-rpe", "seem-no-fusion", "seem-no-synonyms", "seem-named", "seem-named-facts",
-                 "seem-embedded-facts", "seem-unstemmed", "seem-rpe-on-lists",
-                 "prior", "prior-named", "prior-unstemmed",
+Method = Literal["seem", "seem+query-facts", "seem-no-rpe", "seem-no-fusion", "seem+rerank", "seem-no-synonyms", "seem-named",
+                 "seem-named-facts", "seem-embedded-facts", "seem-unstemmed", "seem-rpe-on-lists",
+                 "prior", "prior+rerank", "prior-named", "prior-unstemmed",
                  "prior+facts", "prior+rpe",
                  "graph-only", "dense", "bm25", "hybrid", "hybrid+reply", "seem+properties"]
 METHODS: tuple[str, ...] = get_args(Method)

@@ -80,6 +80,16 @@ class MemoryIndex:
         return tuple(sorted(set(self.passages[Passages.speaker].to_list())))
 
     @cached_property
+    def speaker_of_row(self) -> list[str]:
+        """Each passage row's speaker."""
+        return self.passages[Passages.speaker].to_list()
+
+    @cached_property
+    def word_counts(self) -> np.ndarray:
+        """Each passage row's words (whitespace-separated), which the reranker reads."""
+        return np.fromiter((len(t.split()) for t in self.passages[Passages.text].to_list()), dtype=np.int64, count=self.passages.height)
+
+    @cached_property
     def rows(self) -> dict[str, dict]:
         """passage id -> its row (the context renders turns from these)."""
         return {r[Passages.passage_id]: r for r in self.passages.iter_rows(named=True)}

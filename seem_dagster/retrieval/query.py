@@ -36,13 +36,29 @@ def without_speakers(question: str, speakers: Iterable[str]) -> str | None:
     ("What activities does Melanie partake in?" ranks her turns about anything above the pottery
     turn); matched without the name, the question's topic decides. Names match as written and
     as whole words: for a speaker called Will, "will" stays."""
-    names = sorted({s.strip() for s in speakers if s and s.strip()}, key=len, reverse=True)
-    if not names:
+    pattern = _names_pattern(speakers)
+    if pattern is None:
         return None
-    pattern = re.compile(r"(?<![\w'’])(?:" + "|".join(re.escape(n) for n in names) + r")(?:['’]s)?(?![\w])")
     stripped, count = pattern.subn(" ", question)
     stripped = re.sub(r"\s+", " ", stripped).strip()
     return stripped if count and re.search(r"\w", stripped) else None
+
+
+def named_speakers(question: str, speakers: Iterable[str]) -> set[str]:
+    """The speakers the question names, matched as without_speakers matches them."""
+    pattern = _names_pattern(speakers)
+    if pattern is None:
+        return set()
+    by_name = {s.strip(): s for s in speakers if s and s.strip()}
+    return {by_name[m.group(1)] for m in pattern.finditer(question)}
+
+
+def _names_pattern(speakers: Iterable[str]) -> re.Pattern | None:
+    """Whole-word matches of any of the names (longest first), with an optional possessive; None for none."""
+    names = sorted({s.strip() for s in speakers if s and s.strip()}, key=len, reverse=True)
+    if not names:
+        return None
+    return re.compile(r"(?<![\w'’])(" + "|".join(re.escape(n) for n in names) + r")(?:['’]s)?(?![\w])")
 
 
 def encode_query(

@@ -12,17 +12,21 @@ facts' entities and brings in turns that share entities with them. RPE then expa
 passages into the turns around them (their episode, session neighbours, replies, rare-name links),
 keeps only expansions the walk itself ranks within ``rpe_within`` and places them after the first
 ``rpe_after`` passages: the best matches stay on top and the context of the best one follows them.
+With ``rerank`` (off by default), a fitted model then reorders the top ``rerank_depth`` passages
+from what the query computed on the way (retrieval/rerank.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from seem_dagster.config import RetrievalConfig
 from seem_dagster.graph.entities import entity_id, normalise
 from seem_dagster.retrieval.index import MemoryIndex
+from seem_dagster.retrieval.query import named_speakers
+from seem_dagster.retrieval.rerank import FACT_FEATURES, Signals, bundled_model, feature_matrix, reorder
 from seem_dagster.schemas import Episodes, Facts, Passages
 
 # PageRank masses closer than this are one value: prpack's run-to-run noise is about 1e-14.
@@ -53,6 +57,7 @@ class RetrievalResult:
     seeds: list[Seed]
     mode: str  # "graph" or "dense"
     episodes: list[int]  # indexes of episodes the expansion used
+    signals: Signals | None = None  # what the query computed per passage (the reranker's inputs); None for a baseline
 
 
 def score_facts(index: MemoryIndex, question: np.ndarray, query_facts: np.ndarray, unnamed: np.ndarray | None = None,
@@ -101,17 +106,29 @@ def passage_prior(
     """Each passage's direct match with the question: dense cosine, plus ``unnamed_weight`` times the
     cosine of the question without the speakers' names (``unnamed``, when it named one), plus scaled
     BM25 when configured, plus a share of the match of the question turn a passage replies to."""
+    return prior_signals(index, question_vector, question, config, unnamed).prior
+
+
+def prior_signals(
+    index: MemoryIndex, question_vector: np.ndarray, question: str | None, config: RetrievalConfig, unnamed: np.ndarray | None = None
+) -> Signals:
+    """The passage prior (passage_prior) with the matches it is made of, which the reranker also reads."""
     if not index.passage_vectors.shape[0]:
-        return np.zeros(0)
-    prior = np.clip(index.passage_vectors @ question_vector, 0, None).astype(np.float64)
-    if config.unnamed_weight and unnamed is not None:
-        prior += config.unnamed_weight * np.clip(index.passage_vectors @ unnamed, 0, None)
-    if config.lexical_weight and question:
-        lexical = index.lexical(config.lexical_stems).scores(question).astype(np.float64)
-        top = lexical.max()
-        if top > 0:
-            prior += config.lexical_weight * lexical / top
-    return inherit_replies(prior, index.answers_to, config.answer_share)
+        empty = np.zeros(0)
+        return Signals(empty, None, None, empty)
+    dense = np.clip(index.passage_vectors @ question_vector, 0, None).astype(np.float64)
+    prior = dense.copy()
+    unnamed_match = np.clip(index.passage_vectors @ unnamed, 0, None).astype(np.float64) if unnamed is not None else None
+    if config.unnamed_weight and unnamed_match is not None:
+        prior += config.unnamed_weight * unnamed_match
+    lexical = None
+    if question and (config.lexical_weight or config.rerank):
+        scores = index.lexical(config.lexical_stems).scores(question).astype(np.float64)
+        top = scores.max()
+        lexical = scores / top if top > 0 else np.zeros_like(scores)
+        if config.lexical_weight:
+            prior += config.lexical_weight * lexical
+    return Signals(dense, unnamed_match, lexical, inherit_replies(prior, index.answers_to, config.answer_share))
 
 
 def inherit_replies(scores: np.ndarray, answers_to: np.ndarray, share: float) -> np.ndarray:
@@ -143,11 +160,13 @@ def retrieve(
     keeps the walk's ranking, without RPE (retrieval/question_form.py says why)."""
     if not config.query_facts:
         query_facts = query_facts[:0]
-    prior = passage_prior(index, question, question_text, config, unnamed)
+    signals = prior_signals(index, question, question_text, config, unnamed)
+    prior = signals.prior
     fact_scores = (score_facts(index, question, query_facts, unnamed, config.unnamed_fact_weight)
                    if config.use_graph or config.fact_key_weight else None)
-    if config.fact_key_weight and prior.shape[0]:
-        prior = prior + config.fact_key_weight * fact_keys(index, fact_scores, config)
+    keys = fact_keys(index, fact_scores, config) if fact_scores is not None and prior.shape[0] else None
+    if config.fact_key_weight and keys is not None:
+        prior = prior + config.fact_key_weight * keys
     seeds = seeds_from(index, fact_scores, config) if config.use_graph else []
     ids = index.graph.passage_ids
     if seeds:
@@ -174,10 +193,37 @@ def retrieve(
         note = " (no usable fact)" if config.use_graph else ""
         ranked = [Ranked(ids[i], float(prior[i]), f"direct match {prior[i]:.3f}{note}") for i in order]
         mode = "dense"
-    if not config.use_rpe or (several and config.list_breadth):
-        return RetrievalResult(ranked, seeds, mode, [])
-    expanded, used = expand(index, ranked, config)
-    return RetrievalResult(expanded, seeds, mode, used)
+    used: list[int] = []
+    if config.use_rpe and not (several and config.list_breadth):
+        ranked, used = expand(index, ranked, config)
+    if keys is not None:
+        best = np.zeros(index.passages.height)
+        if fact_scores.shape[0]:
+            np.maximum.at(best, index.fact_rows, fact_scores)
+        signals = replace(signals, fact_key=keys, best_fact=best)
+    if config.rerank:
+        ranked = rerank(index, ranked, signals, question_text or "", several, config)
+    return RetrievalResult(ranked, seeds, mode, used, signals)
+
+
+def rerank(index: MemoryIndex, ranked: list[Ranked], signals: Signals, question: str, several: bool, config: RetrievalConfig) -> list[Ranked]:
+    """The top ``rerank_depth`` passages reordered by the bundled model of this ranking (retrieval/rerank.py):
+    ``seem``'s when the walk ran, the prior's otherwise."""
+    model = bundled_model("seem" if config.use_graph else "prior")
+    if signals.fact_key is None and any(f in FACT_FEATURES for f in model.features):
+        raise ValueError("the reranker reads the facts' match, which this retrieval did not compute (use_graph and fact_key_weight are off)")
+    head = ranked[: config.rerank_depth]
+    order = reorder(model, rerank_features(index, head, signals, question, several))
+    moved = [Ranked(head[i].passage_id, head[i].score, f"{head[i].reason}; reranked from {i + 1}") if i != at else head[i]
+             for at, i in enumerate(order)]
+    return moved + ranked[config.rerank_depth:]
+
+
+def rerank_features(index: MemoryIndex, head: list[Ranked], signals: Signals, question: str, several: bool) -> np.ndarray:
+    """The reranker's FEATURES of each passage of ``head``, in its order (retrieval/rerank.py)."""
+    rows = np.fromiter((index.position[r.passage_id] for r in head), dtype=np.int64, count=len(head))
+    return feature_matrix(rows, signals, index.answers_to, index.speaker_of_row, named_speakers(question, index.speakers),
+                          index.word_counts, several)
 
 
 def rank_by_mass(mass: np.ndarray, prior: np.ndarray, tie: float = PAGERANK_TIE) -> np.ndarray:

@@ -1,0 +1,148 @@
+"""Fit the reranker (retrieval/rerank.py) on LoCoMo memories, and say what it adds on conversations it
+was not fitted on.
+
+    .venv/bin/python benchmarks/train_rerank.py --store eval/locomo/store [--write]
+
+``--store``: a store `seem eval locomo` built (its questions carry the evidence). For each base ranking
+(``seem`` and the passage ``prior``, neither reranked) it collects the reranker's features of the
+top ``retrieval.rerank_depth`` passages of every question, labelled by whether the passage is
+evidence. It prints R@5 / R@10 / R@25 and R@10 per category of the ranking as it is and reranked by a
+model fitted on the other conversations (leave one conversation out: the figure to expect on
+conversations the bundled model has not seen), then fits on all of them; ``--write`` saves that model
+to retrieval/rerank_model.json with where it came from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from seem_dagster import backends
+from seem_dagster.config import resolve_standard
+from seem_dagster.evaluation.methods import retrieval_configs
+from seem_dagster.evaluation.metrics import is_abstention, normalise_locomo_evidence
+from seem_dagster.evaluation.scoring import locomo_category
+from seem_dagster.retrieval.load import load_index
+from seem_dagster.retrieval.query import encode_query, form_of
+from seem_dagster.retrieval.rerank import FACT_FEATURES, FEATURES, MODEL_PATH, fit, reorder
+from seem_dagster.retrieval.search import rerank_features, retrieve
+from seem_dagster.schemas import Passages, Questions
+from seem_dagster.store.snapshot import read_table, table_path
+from seem_dagster.store.sources import registered_conversations
+
+BASES = {"seem": "seem", "prior": "prior"}  # model name -> the method whose ranking it reorders (reranking off)
+CUTS = (5, 10, 25)
+
+
+def collect(store: str, base_method: str, depth: int, benchmark: str = "locomo") -> list[dict]:
+    """Per question: its conversation, category (LongMemEval: question type), the features and labels of
+    its top ``depth`` passages, and the refs of its whole ranking (LongMemEval: its user turns, which
+    its turn recall counts; abstention questions left out)."""
+    config = resolve_standard().config
+    retrieval = retrieval_configs(config.retrieval.replace(rerank=False))[base_method]
+    embedder = backends.embedder(config.extraction.embedder)
+    rows = []
+    for cid in registered_conversations(store):
+        index = load_index(store, cid)
+        questions = read_table(table_path(store, "questions", cid))
+        refs = index.source_refs
+        latest = index.passages[Passages.timestamp].max()
+        for q in questions.iter_rows(named=True):
+            if benchmark == "longmemeval" and is_abstention(q[Questions.question_id]):
+                continue
+            gold = (normalise_locomo_evidence(q[Questions.evidence], set(refs.values())) if benchmark == "locomo"
+                    else list(q[Questions.evidence]))
+            several = form_of(q[Questions.question], config.retrieval)
+            query = encode_query(q[Questions.question], q[Questions.question_date] or latest, None, embedder, cid, facts=[],
+                                 speakers=index.speakers, several=several)
+            result = retrieve(index, query.vector, query.fact_vectors, retrieval, question_text=query.question,
+                              unnamed=query.unnamed_vector, several=several)
+            head = result.ranked[:depth]
+            ranking = [refs[r.passage_id] for r in result.ranked]
+            category = locomo_category(q[Questions.category]) if benchmark == "locomo" else (q[Questions.category] or "none")
+            rows.append({"benchmark": benchmark, "conversation": cid, "category": category, "gold": gold, "ranking": ranking,
+                         "features": rerank_features(index, head, result.signals, query.question, several),
+                         "labels": np.array([ref in gold for ref in ranking[:depth]], dtype=np.float64)})
+    return rows
+
+
+def recall(ranking: list[str], gold: list[str], k: int, benchmark: str) -> float:
+    """LoCoMo's evidence recall at k; LongMemEval's turn recall_all (1 when every evidence turn is in the top k)."""
+    found = len(set(ranking[:k]) & set(gold))
+    return found / len(gold) if benchmark == "locomo" else float(found == len(set(gold)))
+
+
+def held_out(rows: list[dict], features: tuple[str, ...], l2: float, benchmark: str) -> dict[str, list[float]]:
+    """Each conversation of ``benchmark`` reranked by a model fitted on every other conversation's
+    questions (both benchmarks'); per question and cut, recall before and after."""
+    scores = defaultdict(list)
+    for held in sorted({r["conversation"] for r in rows if r["benchmark"] == benchmark}):
+        train = [r for r in rows if r["conversation"] != held and r["gold"]]
+        model = fit(np.vstack([r["features"] for r in train]), np.concatenate([r["labels"] for r in train]), features, l2)
+        for r in rows:
+            if r["conversation"] != held or not r["gold"] or r["benchmark"] != benchmark:
+                continue
+            order = reorder(model, r["features"])
+            reranked = [r["ranking"][i] for i in order] + r["ranking"][len(order):]
+            for k in CUTS:
+                scores[f"before {k}"].append(recall(r["ranking"], r["gold"], k, benchmark))
+                scores[f"after {k}"].append(recall(reranked, r["gold"], k, benchmark))
+            scores["category"].append(r["category"])
+    return scores
+
+
+def report(name: str, benchmark: str, scores: dict[str, list]) -> None:
+    categories = np.array(scores["category"])
+    metric = "R" if benchmark == "locomo" else "turn recall_all"
+    for when in ("before", "after"):
+        overall = " / ".join(f"{np.mean(scores[f'{when} {k}']):.3f}" for k in CUTS)
+        r10 = np.array(scores[f"{when} 10"])
+        per = ", ".join(f"{c} {r10[categories == c].mean():.3f}" for c in sorted(set(categories)))
+        label = f"{name} reranked, held out" if when == "after" else name
+        print(f"{benchmark} {label:<28} {metric}@5 / @10 / @25 {overall} | @10 {per}")
+    for k in (5, 10):
+        d = np.array(scores[f"after {k}"]) - np.array(scores[f"before {k}"])
+        print(f"{'':<38} @{k} change {d.mean():+.4f}: {int((d > 0).sum())} questions better, {int((d < 0).sum())} worse")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", required=True, help="a store `seem eval locomo` built")
+    parser.add_argument("--lme-store", help="also fit on the memories of this store, which `seem eval longmemeval` built")
+    parser.add_argument("--l2", type=float, default=1.0, help="the logistic model's L2 penalty on standardised features")
+    parser.add_argument("--write", action="store_true", help=f"save the models fitted on every conversation to {MODEL_PATH}")
+    args = parser.parse_args()
+    depth = resolve_standard().config.retrieval.rerank_depth
+    started = time.perf_counter()
+    models = {}
+    for name, method in BASES.items():
+        features = FEATURES if name == "seem" else tuple(f for f in FEATURES if f not in FACT_FEATURES)
+        rows = collect(args.store, method, depth) + (collect(args.lme_store, method, depth, "longmemeval") if args.lme_store else [])
+        print(f"{name}: {len(rows)} questions, {len({r['conversation'] for r in rows})} conversations, top {depth} passages")
+        for benchmark in sorted({r["benchmark"] for r in rows}):
+            report(name, benchmark, held_out(rows, features, args.l2, benchmark))
+        train = [r for r in rows if r["gold"]]
+        models[name] = fit(np.vstack([r["features"] for r in train]), np.concatenate([r["labels"] for r in train]), features, args.l2)
+        weights = ", ".join(f"{f} {w:+.2f}" for f, w in sorted(zip(features, models[name].weights), key=lambda t: -abs(t[1])))
+        print(f"{'':<28} fitted on all: {weights}")
+    print(f"{time.perf_counter() - started:.0f} s")
+    if args.write:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent).stdout.strip()
+        stores = {"locomo": args.store, **({"longmemeval": args.lme_store} if args.lme_store else {})}
+        MODEL_PATH.write_text(json.dumps({
+            "fitted_on": {"conversations": {b: len(registered_conversations(s)) for b, s in stores.items()}, "depth": depth,
+                          "l2": args.l2, "commit": commit,
+                          "command": "benchmarks/train_rerank.py --store STORE" + (" --lme-store STORE" if args.lme_store else "") + " --write"},
+            "models": {name: model.to_json() for name, model in models.items()},
+        }, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {MODEL_PATH}")
+
+
+if __name__ == "__main__":
+    main()
