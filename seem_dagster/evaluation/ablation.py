@@ -31,6 +31,9 @@ ABLATION_WITHOUT = (("seem-no-synonyms", "seem", "seem without the synonym edges
                     ("seem-rpe-on-lists", "seem", "seem with RPE also for questions that ask for several things"),
                     ("prior-named", "prior", "the prior matching the question as asked only"),
                     ("prior-unstemmed", "prior", "the prior with BM25 matching exact words (not their stems)"))
+# Parts measured by adding them to a method, off by default: (method with the part, the method without it, label).
+ABLATION_WITH = (("seem+rerank", "seem", "seem with the learned reranking (retrieval.rerank)"),
+                 ("prior+rerank", "prior", "the prior with its own learned reranking"))
 
 RESAMPLES = 2000
 LEVEL = 0.95
@@ -92,7 +95,10 @@ def comparisons(methods: Sequence[str]) -> list[tuple[str, str, str]]:
     out = [(parts(before, name), name, before) for before, name in zip(chained, chained[1:])]
     if "prior" in chained and "seem" in chained and chained.index("seem") - chained.index("prior") > 1:
         out.append(("the structure: " + parts("prior", "seem"), "seem", "prior"))
+    if "seem+rerank" in methods and "prior+rerank" in methods:  # the reranker is not the structure's: both sides have one
+        out.append(("the structure, both reranked by their own models", "seem+rerank", "prior+rerank"))
     out += [(label, with_part, name) for name, with_part, label in ABLATION_WITHOUT if name in methods and with_part in methods]
+    out += [(label, name, without) for name, without, label in ABLATION_WITH if name in methods and without in methods]
     return out
 
 

@@ -11,6 +11,10 @@ ablation, each step adds one part of SEEM to the one before:
     seem+query-facts + the question's own facts matched against the memory's (retrieval.query_facts)
     seem+properties + the property route: the histories of the best-matching properties (retrieval/property_route.py)
 
+``seem+rerank`` and ``prior+rerank`` reorder the top passages of seem's and the prior's ranking by
+each one's fitted model (retrieval/rerank.py; ``retrieval.rerank``), so what a learned reranking adds
+is measured on both sides and never counted as structure.
+
 ``seem-no-synonyms`` is ``seem`` walking the same graph without its synonym edges between entity
 names; ``seem-embedded-facts`` is ``seem`` with every fact's vector embedded alone instead of pooled
 from its passage's forward pass (as the build does for most facts); ``seem-named`` and
@@ -143,19 +147,24 @@ def retrieval_configs(base: RetrievalConfig) -> dict[str, RetrievalConfig]:
     return {
         "seem": base,
         "seem+query-facts": base.replace(query_facts=True),
-        "seem-no-rpe": base.replace(use_rpe=False),
-        "seem-no-fusion": base.replace(rpe_scope="session"),
+        # The chain's steps (evaluation/ablation.py) never rerank: with retrieval.rerank on, seem's last step includes it.
+        "seem-no-rpe": base.replace(use_rpe=False, rerank=False),
+        "seem-no-fusion": base.replace(rpe_scope="session", rerank=False),
+        "seem+rerank": base.replace(rerank=True),
         "seem-no-synonyms": base.replace(use_synonyms=False),
         "seem-named": base.replace(unnamed_weight=0.0, unnamed_fact_weight=0.0),
         "seem-named-facts": base.replace(unnamed_fact_weight=0.0),
         "seem-unstemmed": base.replace(lexical_stems=False),
         "seem-rpe-on-lists": base.replace(list_breadth=False),
-        "prior": base.replace(use_graph=False, use_rpe=False, fact_key_weight=0.0),
-        "prior-named": base.replace(use_graph=False, use_rpe=False, fact_key_weight=0.0, unnamed_weight=0.0, unnamed_fact_weight=0.0),
-        "prior-unstemmed": base.replace(use_graph=False, use_rpe=False, fact_key_weight=0.0, lexical_stems=False),
-        "prior+facts": base.replace(use_graph=False, use_rpe=False),
-        "prior+rpe": base.replace(use_graph=False, fact_key_weight=0.0),
-        "graph-only": base.replace(passage_share=0.0),
+        "prior": base.replace(use_graph=False, use_rpe=False, fact_key_weight=0.0, rerank=False),
+        # The prior reordered by its own fitted model: what a reranker adds without the structure.
+        "prior+rerank": base.replace(use_graph=False, use_rpe=False, fact_key_weight=0.0, rerank=True),
+        "prior-named": base.replace(use_graph=False, use_rpe=False, fact_key_weight=0.0, unnamed_weight=0.0, unnamed_fact_weight=0.0,
+                                    rerank=False),
+        "prior-unstemmed": base.replace(use_graph=False, use_rpe=False, fact_key_weight=0.0, lexical_stems=False, rerank=False),
+        "prior+facts": base.replace(use_graph=False, use_rpe=False, rerank=False),
+        "prior+rpe": base.replace(use_graph=False, fact_key_weight=0.0, rerank=False),
+        "graph-only": base.replace(passage_share=0.0, rerank=False),
         "seem+properties": base,
         "seem-embedded-facts": base,
     }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from seem_dagster.evaluation.ablation import ABLATION_STEPS, ABLATION_WITHOUT, LME_COLUMNS, LOCOMO_CUTS
+from seem_dagster.evaluation.ablation import ABLATION_STEPS, ABLATION_WITH, ABLATION_WITHOUT, LME_COLUMNS, LOCOMO_CUTS
 
 LME_TABLE = [("session", "recall_all@5"), ("session", "ndcg_any@5"), ("session", "recall_all@10"),
              ("turn", "recall_all@5"), ("turn", "recall_all@10"), ("turn", "ndcg_any@10")]
@@ -88,7 +88,7 @@ def _ablation(results: dict) -> list[str]:
     steps = [(name, label) for name, label in ABLATION_STEPS if name in methods]
     if len(steps) < 2:
         return []
-    steps += [(name, label) for name, _, label in ABLATION_WITHOUT if name in methods]
+    steps += [(name, label) for name, _, label in ABLATION_WITHOUT + ABLATION_WITH if name in methods]
     if results["benchmark"] == "locomo":
         cuts = [f"recall@{k}" for k in LOCOMO_CUTS if f"recall@{k}" in next(iter(methods.values()))]
         k10 = "recall@10" if "recall@10" in cuts else cuts[0]
@@ -110,7 +110,7 @@ def _ablation(results: dict) -> list[str]:
 
         head = [f"{g} {m}" for g, m in cols] + [f"turn recall_all@10 {t}" for t in types]
     base = row(steps[0][0])
-    lines = ["", "Ablation, each row one part more than the row above, then seem with one part taken away (same memory, "
+    lines = ["", "Ablation, each row one part more than the row above, then seem with one part taken away or added (same memory, "
              "same run; in brackets: the change from the passage prior):", "", "| step | method | " + " | ".join(head) + " |", "|" + "---|" * (len(head) + 2)]
     for name, label in steps:
         cells = [_fmt(v) if name == steps[0][0] or v is None or b is None else f"{_fmt(v)} ({v - b:+.3f})"
