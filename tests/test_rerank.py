@@ -18,8 +18,8 @@ def test_the_fit_is_l2_logistic_regression_solved_by_hand():
     # Two points, x = -1 (label 0) and x = 1 (label 1): standardised they stay -1 and 1, the bias is 0 by
     # symmetry and the weight w solves w + 2 * sigmoid(w) - 2 = 0 with an L2 penalty of 1: w = 0.6748.
     x = np.zeros((2, len(FEATURES)))
-    x[:, FEATURES.index("dense")] = [-1.0, 1.0]
-    model = fit(x, np.array([0.0, 1.0]), ("dense",), l2=1.0)
+    x[:, FEATURES.index("prior")] = [-1.0, 1.0]
+    model = fit(x, np.array([0.0, 1.0]), ("prior",), l2=1.0)
     (w,) = model.weights
     assert w + 2 / (1 + math.exp(-w)) - 2 == pytest.approx(0.0, abs=1e-9)
     assert w == pytest.approx(0.6748, abs=1e-4) and model.bias == pytest.approx(0.0, abs=1e-9)
@@ -37,21 +37,20 @@ def test_a_value_beyond_the_fitted_range_scores_as_the_range_s_end():
 
 def test_the_features_of_hand_made_passages():
     # Three passages: p1 answers p0 (a question turn), p2 is Bo's; the question names Ann.
-    signals = Signals(dense=np.array([0.5, 0.25, 0.0]), unnamed=None, lexical=np.array([1.0, 0.0, 0.5]),
-                      prior=np.array([2.0, 1.0, 0.5]), fact_key=np.array([0.1, 0.0, 0.2]), best_fact=np.array([0.4, 0.0, 0.5]))
+    signals = Signals(prior=np.array([2.0, 1.0, 0.5]), fact_key=np.array([0.1, 0.0, 0.2]), best_fact=np.array([0.4, 0.0, 0.5]))
     rows = np.array([2, 1, 0])  # the ranking being reordered: p2 first
     matrix = feature_matrix(rows, signals, np.array([-1, 0, -1]), ["Ann", "Ann", "Bo"], {"Ann"}, np.array([3, 7, 0]), several=True)
     col = {f: matrix[:, i].tolist() for i, f in enumerate(FEATURES)}
     assert col["log_rank"] == pytest.approx([0.0, math.log(2), math.log(3)])
-    assert col["dense"] == [0.0, 0.5, 1.0] and col["unnamed"] == col["dense"]  # no unnamed vector: the dense match
-    assert col["lexical"] == [0.5, 0.0, 1.0] and col["prior"] == [0.25, 0.5, 1.0]
+    assert col["prior"] == [0.25, 0.5, 1.0]  # a share of the best passage's
     assert col["fact_key"] == [0.2, 0.0, 0.1] and col["best_fact"] == [0.5, 0.0, 0.4]
     assert col["is_reply"] == [0.0, 1.0, 0.0] and col["asked_prior"] == [0.0, 1.0, 0.0]  # p1 inherits p0's prior share 2/2
     assert col["named_speaker"] == [0.0, 1.0, 1.0] and col["other_speaker"] == [1.0, 0.0, 0.0]
     assert col["several"] == [1.0] * 3 and col["several_x_rank"] == col["log_rank"]
     assert col["log_words"] == pytest.approx([0.0, math.log(8), math.log(4)])
-    unnamed_question = feature_matrix(rows, signals, np.array([-1, 0, -1]), ["Ann", "Ann", "Bo"], set(), np.array([3, 7, 0]), several=False)
-    assert not unnamed_question[:, [FEATURES.index("named_speaker"), FEATURES.index("other_speaker"), FEATURES.index("several")]].any()
+    no_facts = feature_matrix(rows, Signals(prior=signals.prior), np.array([-1, 0, -1]), ["Ann", "Ann", "Bo"], set(), np.array([3, 7, 0]),
+                              several=False)
+    assert not no_facts[:, [FEATURES.index(f) for f in ("fact_key", "best_fact", "named_speaker", "other_speaker", "several")]].any()
 
 
 def test_the_bundled_models_read_known_features_and_say_where_they_came_from():

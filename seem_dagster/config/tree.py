@@ -184,10 +184,10 @@ class RetrievalConfig(Section):
     rpe_name_links: int = Field(2, ge=0, description="turns a name link brings at most")
     rerank: bool = Field(
         False, description="reorder the top rerank_depth passages by a logistic model over what the query already computed "
-        "(the rank, the dense, unnamed, BM25 and fact matches, replies, the named speaker, the turn's length), fitted on "
-        "LoCoMo dev by benchmarks/train_rerank.py and bundled (retrieval/rerank_model.json). Off: on LoCoMo conversations it "
-        "was not fitted on it adds R@5 +0.035 and R@10 +0.01, but on LongMemEval's user turns it costs three questions of "
-        "turn recall_all@5 (the ablation seem+rerank; docs/experiments.md)"
+        "(the rank, the prior, the facts' match, replies, the speaker the question names, the list form, the turn's length), "
+        "fitted on LoCoMo dev by benchmarks/train_rerank.py and bundled (retrieval/rerank_model.json; the ablation "
+        "seem+rerank). Off: on LoCoMo conversations it was not fitted on it adds R@5 +0.022 and R@10 +0.008, on LongMemEval "
+        "nothing (docs/experiments.md)"
     )
     rerank_depth: int = Field(100, ge=1, description="passages the reranker reorders; the rest keep their order")
 

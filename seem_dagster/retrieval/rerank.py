@@ -1,9 +1,9 @@
 """A learned reranking of a ranking's top passages (pure: numpy, no I/O but reading the bundled model).
 
 The walk and RPE rank passages by rules whose weights were set by hand. Beside the rank they give,
-a query already knows more about each passage than the rules use: its dense, unnamed and BM25
-matches, its facts' match, whether it replies to a question that matched, whether its speaker is the
-one the question names, and how long it is (a turn of four words rarely holds the evidence). A
+a query already knows more about each passage than the rules use: its prior, its facts' match,
+whether it replies to a question that matched, whether its speaker is the one the question names, and
+how long it is (a turn of four words rarely holds the evidence). A
 logistic model over those signals, fitted on LoCoMo dev by ``benchmarks/train_rerank.py`` and
 bundled as ``rerank_model.json``, reorders the top ``retrieval.rerank_depth`` passages; the rest keep
 their order. There is one model per base ranking: ``seem`` for the walk's ranking and ``prior`` for
@@ -22,13 +22,14 @@ import numpy as np
 
 MODEL_PATH = Path(__file__).with_name("rerank_model.json")
 
-# Every signal the reranker can read, per candidate passage. A model names the ones it uses.
+# What the reranker reads of each candidate passage. The prior enters as retrieval mixed it (dense,
+# unnamed and BM25, replies inheriting), never as its parts: the mix is tuned and held out on both
+# benchmarks, while a model that re-weighted the parts learned LoCoMo's contrast between a turn's topic
+# and its speaker's name, which a question naming no one (LongMemEval's) does not have, and lost
+# LongMemEval questions (docs/experiments.md, 2026-12-05).
 FEATURES = (
     "log_rank",        # log(1 + the passage's rank in the ranking being reordered)
-    "dense",           # cosine with the question / the best passage's
-    "unnamed",         # cosine with the question without the speakers' names / the best (dense when it names none)
-    "lexical",         # BM25 / the best passage's
-    "prior",           # the passage prior (dense + unnamed + BM25, replies inheriting) / the best
+    "prior",           # the passage prior / the best passage's
     "fact_key",        # the passage's best fact above min_fact_score, replies inheriting (retrieval's fact keys)
     "best_fact",       # the passage's best fact's match (0 without a fact)
     "is_reply",        # 1 when the passage answers the question turn before it
@@ -44,11 +45,9 @@ FACT_FEATURES = ("fact_key", "best_fact")
 
 @dataclass(frozen=True)
 class Signals:
-    """What a query computed about every passage (rows aligned with MemoryIndex.passages)."""
+    """What a query computed about every passage (rows aligned with MemoryIndex.passages): the prior,
+    and the facts' key scores and best match when it scored facts."""
 
-    dense: np.ndarray
-    unnamed: np.ndarray | None
-    lexical: np.ndarray | None
     prior: np.ndarray
     fact_key: np.ndarray | None = None
     best_fact: np.ndarray | None = None
@@ -113,9 +112,6 @@ def feature_matrix(rows: np.ndarray, signals: Signals, answers_to: np.ndarray, s
     passage's word count. Fact features are 0 when ``signals`` has none (a model without them)."""
     n = len(rows)
     log_rank = np.log1p(np.arange(n, dtype=np.float64))
-    dense = _share(signals.dense)
-    unnamed = _share(signals.unnamed) if signals.unnamed is not None else dense
-    lexical = signals.lexical if signals.lexical is not None else np.zeros(len(signals.dense))
     prior = _share(signals.prior)
     asked = answers_to[rows]
     replies = asked >= 0
@@ -126,10 +122,9 @@ def feature_matrix(rows: np.ndarray, signals: Signals, answers_to: np.ndarray, s
     other = (1.0 - own) if named else np.zeros(n)
     flag = float(several)
     columns = {
-        "log_rank": log_rank, "dense": dense[rows], "unnamed": unnamed[rows], "lexical": lexical[rows], "prior": prior[rows],
-        "fact_key": fact_key, "best_fact": best_fact, "is_reply": replies.astype(np.float64), "asked_prior": asked_prior,
-        "named_speaker": own, "other_speaker": other, "several": np.full(n, flag), "several_x_rank": flag * log_rank,
-        "log_words": np.log1p(words[rows].astype(np.float64)),
+        "log_rank": log_rank, "prior": prior[rows], "fact_key": fact_key, "best_fact": best_fact,
+        "is_reply": replies.astype(np.float64), "asked_prior": asked_prior, "named_speaker": own, "other_speaker": other,
+        "several": np.full(n, flag), "several_x_rank": flag * log_rank, "log_words": np.log1p(words[rows].astype(np.float64)),
     }
     return np.column_stack([columns[f] for f in FEATURES]) if n else np.zeros((0, len(FEATURES)))
 

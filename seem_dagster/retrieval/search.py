@@ -106,29 +106,17 @@ def passage_prior(
     """Each passage's direct match with the question: dense cosine, plus ``unnamed_weight`` times the
     cosine of the question without the speakers' names (``unnamed``, when it named one), plus scaled
     BM25 when configured, plus a share of the match of the question turn a passage replies to."""
-    return prior_signals(index, question_vector, question, config, unnamed).prior
-
-
-def prior_signals(
-    index: MemoryIndex, question_vector: np.ndarray, question: str | None, config: RetrievalConfig, unnamed: np.ndarray | None = None
-) -> Signals:
-    """The passage prior (passage_prior) with the matches it is made of, which the reranker also reads."""
     if not index.passage_vectors.shape[0]:
-        empty = np.zeros(0)
-        return Signals(empty, None, None, empty)
-    dense = np.clip(index.passage_vectors @ question_vector, 0, None).astype(np.float64)
-    prior = dense.copy()
-    unnamed_match = np.clip(index.passage_vectors @ unnamed, 0, None).astype(np.float64) if unnamed is not None else None
-    if config.unnamed_weight and unnamed_match is not None:
-        prior += config.unnamed_weight * unnamed_match
-    lexical = None
-    if question and (config.lexical_weight or config.rerank):
-        scores = index.lexical(config.lexical_stems).scores(question).astype(np.float64)
-        top = scores.max()
-        lexical = scores / top if top > 0 else np.zeros_like(scores)
-        if config.lexical_weight:
-            prior += config.lexical_weight * lexical
-    return Signals(dense, unnamed_match, lexical, inherit_replies(prior, index.answers_to, config.answer_share))
+        return np.zeros(0)
+    prior = np.clip(index.passage_vectors @ question_vector, 0, None).astype(np.float64)
+    if config.unnamed_weight and unnamed is not None:
+        prior += config.unnamed_weight * np.clip(index.passage_vectors @ unnamed, 0, None)
+    if config.lexical_weight and question:
+        lexical = index.lexical(config.lexical_stems).scores(question).astype(np.float64)
+        top = lexical.max()
+        if top > 0:
+            prior += config.lexical_weight * lexical / top
+    return inherit_replies(prior, index.answers_to, config.answer_share)
 
 
 def inherit_replies(scores: np.ndarray, answers_to: np.ndarray, share: float) -> np.ndarray:
@@ -160,8 +148,8 @@ def retrieve(
     keeps the walk's ranking, without RPE (retrieval/question_form.py says why)."""
     if not config.query_facts:
         query_facts = query_facts[:0]
-    signals = prior_signals(index, question, question_text, config, unnamed)
-    prior = signals.prior
+    prior = passage_prior(index, question, question_text, config, unnamed)
+    signals = Signals(prior)
     fact_scores = (score_facts(index, question, query_facts, unnamed, config.unnamed_fact_weight)
                    if config.use_graph or config.fact_key_weight else None)
     keys = fact_keys(index, fact_scores, config) if fact_scores is not None and prior.shape[0] else None
