@@ -9,7 +9,9 @@ top ``retrieval.rerank_depth`` passages of every question, labelled by whether t
 evidence. It prints R@5 / R@10 / R@25 and R@10 per category of the ranking as it is and reranked by a
 model fitted on the other conversations (leave one conversation out: the figure to expect on
 conversations the bundled model has not seen), then fits on all of them; ``--write`` saves that model
-to retrieval/rerank_model.json with where it came from.
+and the held-out ones to retrieval/rerank_model.json with where they came from. A memory of one of
+those conversations is reranked by the model fitted without it, so `seem eval` on the same data
+reports held-out figures.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from seem_dagster.evaluation.metrics import is_abstention, normalise_locomo_evid
 from seem_dagster.evaluation.scoring import locomo_category
 from seem_dagster.retrieval.load import load_index
 from seem_dagster.retrieval.query import encode_query, form_of
-from seem_dagster.retrieval.rerank import FACT_FEATURES, FEATURES, MODEL_PATH, fit, reorder
+from seem_dagster.retrieval.rerank import FACT_FEATURES, FEATURES, MODEL_PATH, RerankModel, fit, reorder
 from seem_dagster.retrieval.search import rerank_features, retrieve
 from seem_dagster.schemas import Passages, Questions
 from seem_dagster.store.snapshot import read_table, table_path
@@ -78,13 +80,18 @@ def recall(ranking: list[str], gold: list[str], k: int, benchmark: str) -> float
     return found / len(gold) if benchmark == "locomo" else float(found == len(set(gold)))
 
 
-def held_out(rows: list[dict], features: tuple[str, ...], l2: float, benchmark: str) -> dict[str, list[float]]:
+def fit_rows(rows: list[dict], features: tuple[str, ...], l2: float) -> RerankModel:
+    train = [r for r in rows if r["gold"]]
+    return fit(np.vstack([r["features"] for r in train]), np.concatenate([r["labels"] for r in train]), features, l2)
+
+
+def held_out(rows: list[dict], features: tuple[str, ...], l2: float, benchmark: str, folds: dict) -> dict[str, list[float]]:
     """Each conversation of ``benchmark`` reranked by a model fitted on every other conversation's
-    questions (both benchmarks'); per question and cut, recall before and after."""
+    questions (both benchmarks'), which ``folds`` keeps by conversation; per question and cut, recall
+    before and after."""
     scores = defaultdict(list)
     for held in sorted({r["conversation"] for r in rows if r["benchmark"] == benchmark}):
-        train = [r for r in rows if r["conversation"] != held and r["gold"]]
-        model = fit(np.vstack([r["features"] for r in train]), np.concatenate([r["labels"] for r in train]), features, l2)
+        model = folds[held] = fit_rows([r for r in rows if r["conversation"] != held], features, l2)
         for r in rows:
             if r["conversation"] != held or not r["gold"] or r["benchmark"] != benchmark:
                 continue
@@ -120,15 +127,15 @@ def main() -> None:
     args = parser.parse_args()
     depth = resolve_standard().config.retrieval.rerank_depth
     started = time.perf_counter()
-    models = {}
+    models, folds = {}, {}
     for name, method in BASES.items():
         features = FEATURES if name == "seem" else tuple(f for f in FEATURES if f not in FACT_FEATURES)
         rows = collect(args.store, method, depth) + (collect(args.lme_store, method, depth, "longmemeval") if args.lme_store else [])
         print(f"{name}: {len(rows)} questions, {len({r['conversation'] for r in rows})} conversations, top {depth} passages")
+        folds[name] = {}
         for benchmark in sorted({r["benchmark"] for r in rows}):
-            report(name, benchmark, held_out(rows, features, args.l2, benchmark))
-        train = [r for r in rows if r["gold"]]
-        models[name] = fit(np.vstack([r["features"] for r in train]), np.concatenate([r["labels"] for r in train]), features, args.l2)
+            report(name, benchmark, held_out(rows, features, args.l2, benchmark, folds[name]))
+        models[name] = fit_rows(rows, features, args.l2)
         weights = ", ".join(f"{f} {w:+.2f}" for f, w in sorted(zip(features, models[name].weights), key=lambda t: -abs(t[1])))
         print(f"{'':<28} fitted on all: {weights}")
     print(f"{time.perf_counter() - started:.0f} s")
@@ -139,7 +146,10 @@ def main() -> None:
             "fitted_on": {"conversations": {b: len(registered_conversations(s)) for b, s in stores.items()}, "depth": depth,
                           "l2": args.l2, "commit": commit,
                           "command": "benchmarks/train_rerank.py --store STORE" + (" --lme-store STORE" if args.lme_store else "") + " --write"},
-            "models": {name: model.to_json() for name, model in models.items()},
+            # Per base ranking: the model fitted on every conversation, and under "held_out" the one fitted
+            # without each of them, which reranks that conversation's own memory (retrieval/rerank.py).
+            "models": {name: {**model.to_json(), "held_out": {c: m.to_json() for c, m in sorted(folds[name].items())}}
+                       for name, model in models.items()},
         }, indent=1) + "\n", encoding="utf-8")
         print(f"wrote {MODEL_PATH}")
 

@@ -63,6 +63,17 @@ def test_the_bundled_models_read_known_features_and_say_where_they_came_from():
         bundled_model("walk")
 
 
+def test_a_conversation_the_model_was_fitted_on_gets_the_model_fitted_without_it():
+    data = json.loads(MODEL_PATH.read_text())
+    for base in ("seem", "prior"):
+        folds = data["models"][base]["held_out"]
+        assert len(folds) == data["fitted_on"]["conversations"]["locomo"]  # one per conversation it was fitted on
+        some = sorted(folds)[0]
+        assert np.array_equal(bundled_model(base, some).weights, RerankModel.from_json(folds[some]).weights)
+        assert not np.array_equal(bundled_model(base, some).weights, bundled_model(base).weights)
+        assert np.array_equal(bundled_model(base, "a conversation it never saw").weights, bundled_model(base).weights)
+
+
 def test_reranking_reorders_only_the_top_and_keeps_every_passage():
     # Six turns of Ann's; the question matches p0 best. Reranking the top 3 may reorder them only.
     vecs = [unit(1, 0), unit(1, 0.5), unit(1, 1), unit(0, 1), unit(0, 1, 1), unit(0, 0, 1)]

@@ -196,8 +196,10 @@ def retrieve(
 
 def rerank(index: MemoryIndex, ranked: list[Ranked], signals: Signals, question: str, several: bool, config: RetrievalConfig) -> list[Ranked]:
     """The top ``rerank_depth`` passages reordered by the bundled model of this ranking (retrieval/rerank.py):
-    ``seem``'s when the walk ran, the prior's otherwise."""
-    model = bundled_model("seem" if config.use_graph else "prior")
+    ``seem``'s when the walk ran, the prior's otherwise; for a conversation it was fitted on, the one
+    fitted without it."""
+    conversation = index.passages[Passages.conversation_id][0] if index.passages.height else None
+    model = bundled_model("seem" if config.use_graph else "prior", conversation)
     if signals.fact_key is None and any(f in FACT_FEATURES for f in model.features):
         raise ValueError("the reranker reads the facts' match, which this retrieval did not compute (use_graph and fact_key_weight are off)")
     head = ranked[: config.rerank_depth]
