@@ -37,9 +37,12 @@ def test_a_value_beyond_the_fitted_range_scores_as_the_range_s_end():
 
 def test_the_features_of_hand_made_passages():
     # Three passages: p1 answers p0 (a question turn), p2 is Bo's; the question names Ann.
-    signals = Signals(prior=np.array([2.0, 1.0, 0.5]), fact_key=np.array([0.1, 0.0, 0.2]), best_fact=np.array([0.4, 0.0, 0.5]))
+    # Facts: two of p0's (matches 0.4 and 0.1) and one of p2's (0.5); p1 has none.
+    signals = Signals(prior=np.array([2.0, 1.0, 0.5]), fact_key=np.array([0.1, 0.0, 0.2]), fact_scores=np.array([0.4, 0.5, 0.1]))
+    fact_rows = np.array([0, 2, 0])
     rows = np.array([2, 1, 0])  # the ranking being reordered: p2 first
-    matrix = feature_matrix(rows, signals, np.array([-1, 0, -1]), ["Ann", "Ann", "Bo"], {"Ann"}, np.array([3, 7, 0]), several=True)
+    matrix = feature_matrix(rows, signals, np.array([-1, 0, -1]), ["Ann", "Ann", "Bo"], {"Ann"}, np.array([3, 7, 0]), several=True,
+                            fact_rows=fact_rows)
     col = {f: matrix[:, i].tolist() for i, f in enumerate(FEATURES)}
     assert col["log_rank"] == pytest.approx([0.0, math.log(2), math.log(3)])
     assert col["prior"] == [0.25, 0.5, 1.0]  # a share of the best passage's
@@ -49,7 +52,7 @@ def test_the_features_of_hand_made_passages():
     assert col["several"] == [1.0] * 3 and col["several_x_rank"] == col["log_rank"]
     assert col["log_words"] == pytest.approx([0.0, math.log(8), math.log(4)])
     no_facts = feature_matrix(rows, Signals(prior=signals.prior), np.array([-1, 0, -1]), ["Ann", "Ann", "Bo"], set(), np.array([3, 7, 0]),
-                              several=False)
+                              several=False, fact_rows=fact_rows)
     assert not no_facts[:, [FEATURES.index(f) for f in ("fact_key", "best_fact", "named_speaker", "other_speaker", "several")]].any()
 
 

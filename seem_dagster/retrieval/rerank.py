@@ -45,12 +45,12 @@ FACT_FEATURES = ("fact_key", "best_fact")
 
 @dataclass(frozen=True)
 class Signals:
-    """What a query computed about every passage (rows aligned with MemoryIndex.passages): the prior,
-    and the facts' key scores and best match when it scored facts."""
+    """What a query computed: every passage's prior (rows aligned with MemoryIndex.passages) and, when
+    it scored facts, every passage's fact key and every fact's match (rows aligned with its facts)."""
 
     prior: np.ndarray
     fact_key: np.ndarray | None = None
-    best_fact: np.ndarray | None = None
+    fact_scores: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -109,10 +109,11 @@ def _share(values: np.ndarray) -> np.ndarray:
 
 
 def feature_matrix(rows: np.ndarray, signals: Signals, answers_to: np.ndarray, speakers: list[str], named: set[str],
-                   words: np.ndarray, several: bool) -> np.ndarray:
+                   words: np.ndarray, several: bool, fact_rows: np.ndarray) -> np.ndarray:
     """One row of FEATURES per candidate, ``rows`` the candidates' passage rows in ranking order;
     ``speakers`` every passage's speaker, ``named`` the speakers the question names, ``words`` every
-    passage's word count. Fact features are 0 when ``signals`` has none (a model without them)."""
+    passage's word count, ``fact_rows`` each fact's passage row. Fact features are 0 when ``signals``
+    has none (a model without them). Only a reranking pays for the passages' best fact match."""
     n = len(rows)
     log_rank = np.log1p(np.arange(n, dtype=np.float64))
     prior = _share(signals.prior)
@@ -120,7 +121,11 @@ def feature_matrix(rows: np.ndarray, signals: Signals, answers_to: np.ndarray, s
     replies = asked >= 0
     asked_prior = np.where(replies, prior[np.where(replies, asked, 0)], 0.0)
     fact_key = signals.fact_key[rows] if signals.fact_key is not None else np.zeros(n)
-    best_fact = signals.best_fact[rows] if signals.best_fact is not None else np.zeros(n)
+    best_fact = np.zeros(n)
+    if signals.fact_scores is not None and signals.fact_scores.shape[0]:
+        best = np.zeros(len(signals.prior))
+        np.maximum.at(best, fact_rows, signals.fact_scores)
+        best_fact = best[rows]
     own = np.array([speakers[r] in named for r in rows], dtype=np.float64) if named else np.zeros(n)
     other = (1.0 - own) if named else np.zeros(n)
     flag = float(several)

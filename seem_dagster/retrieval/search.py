@@ -185,10 +185,7 @@ def retrieve(
     if config.use_rpe and not (several and config.list_breadth):
         ranked, used = expand(index, ranked, config)
     if keys is not None:
-        best = np.zeros(index.passages.height)
-        if fact_scores.shape[0]:
-            np.maximum.at(best, index.fact_rows, fact_scores)
-        signals = replace(signals, fact_key=keys, best_fact=best)
+        signals = replace(signals, fact_key=keys, fact_scores=fact_scores)
     if config.rerank:
         ranked = rerank(index, ranked, signals, question_text or "", several, config)
     return RetrievalResult(ranked, seeds, mode, used, signals)
@@ -213,7 +210,7 @@ def rerank_features(index: MemoryIndex, head: list[Ranked], signals: Signals, qu
     """The reranker's FEATURES of each passage of ``head``, in its order (retrieval/rerank.py)."""
     rows = np.fromiter((index.position[r.passage_id] for r in head), dtype=np.int64, count=len(head))
     return feature_matrix(rows, signals, index.answers_to, index.speaker_of_row, named_speakers(question, index.speakers),
-                          index.word_counts, several)
+                          index.word_counts, several, index.fact_rows)
 
 
 def rank_by_mass(mass: np.ndarray, prior: np.ndarray, tie: float = PAGERANK_TIE) -> np.ndarray:
