@@ -29,12 +29,6 @@ DIM = 4
 T = datetime(2024, 1, 1)
 
 
-def rules(**settings) -> RetrievalConfig:
-    """The walk's and RPE's rules on these hand-made memories, without the learned reranking on top
-    (on by default; tests/test_rerank.py covers it): the orders asserted here are the rules' own."""
-    return RetrievalConfig(**{"rerank": False, **settings})
-
-
 def unit(*xs):
     v = np.array(xs + (0.0,) * (DIM - len(xs)), dtype=np.float32)
     return v / np.linalg.norm(v)
@@ -107,9 +101,9 @@ def test_seed_weights_are_fact_score_over_entity_specificity():
         [unit(1, 0), unit(0, 1), unit(0, 0, 1)], 3, [unit(0, 0, 0, 1)] * 3,
     )
     scores = score_facts(idx, unit(1, 0), np.zeros((0, DIM), np.float32))
-    seeds = seeds_from(idx, scores, rules(top_facts=1))
+    seeds = seeds_from(idx, scores, RetrievalConfig(top_facts=1))
     assert [(s.subject, s.object) for s in seeds] == [("Ann", "guitar")]
-    reset = reset_vector(idx, seeds, np.zeros(3), rules(passage_share=0.0))
+    reset = reset_vector(idx, seeds, np.zeros(3), RetrievalConfig(passage_share=0.0))
     ann, guitar = idx.graph.index[entity_id("c", "ann")], idx.graph.index[entity_id("c", "guitar")]
     assert reset[guitar] == pytest.approx(1.0) and reset[ann] == pytest.approx(1 / 3)
 
@@ -119,7 +113,7 @@ def test_pagerank_ranks_the_passage_of_the_seed_fact_first():
         [("Ann", "play", "guitar", "p0"), ("Ann", "visit", "Rome", "p1"), ("Bo", "cook", "pasta", "p2")],
         [unit(1, 0), unit(0, 1), unit(0, 0, 1)], 4, [unit(0, 0, 0, 1)] * 4,
     )
-    result = retrieve(idx, unit(1, 0), np.zeros((0, DIM), np.float32), rules(top_facts=1, use_rpe=False))
+    result = retrieve(idx, unit(1, 0), np.zeros((0, DIM), np.float32), RetrievalConfig(top_facts=1, use_rpe=False))
     assert result.mode == "graph"
     order = [r.passage_id for r in result.ranked]
     assert order[0] == "p0" and order.index("p1") < order.index("p2")  # p1 shares Ann with the seed
@@ -136,7 +130,7 @@ def test_seem_no_synonyms_walks_the_same_memory_without_its_synonym_edges():
                          embeddings_frame(FACT, f["fact_id"].to_list(), np.stack([unit(1, 0), unit(0, 1), unit(0, 0, 1)]), "hand", DIM)])
     synonym = (entity_id("c", "guitar"), entity_id("c", "guitars"), 0.9)
     idx = MemoryIndex.from_tables(p, f, entities_from_facts(f), episodes([["p0"], ["p1"], ["p2"]]), graph_edges(f, [synonym]), vectors)
-    cfg = rules(top_facts=1, use_rpe=False, lexical_weight=0.0, fact_key_weight=0.0)
+    cfg = RetrievalConfig(top_facts=1, use_rpe=False, lexical_weight=0.0, fact_key_weight=0.0)
     query = (idx, unit(1, 0), np.zeros((0, DIM), np.float32))
     walked = {r.passage_id: r.score for r in retrieve(*query, cfg).ranked}
     without = {r.passage_id: r.score for r in retrieve(*query, cfg.replace(use_synonyms=False)).ranked}
@@ -154,7 +148,7 @@ def test_passages_the_walk_reaches_equally_are_ordered_by_their_prior_every_time
         [("Ann", "play", "guitar", "p0"), ("Bo", "tune", "guitar", "p1"), ("Cy", "tune", "guitar", "p2")],
         [unit(1, 0), unit(0, 1), unit(0, 1)], 4, [unit(0, 0, 1), unit(0, 0, 1, 1), unit(0, 0, 1), unit(0, 0, 0, 1)],
     )
-    cfg = rules(top_facts=1, use_rpe=False, passage_share=0.0, lexical_weight=0.0, answer_share=0.0)
+    cfg = RetrievalConfig(top_facts=1, use_rpe=False, passage_share=0.0, lexical_weight=0.0, answer_share=0.0)
     runs = [retrieve(idx, unit(1, 0, 1), np.zeros((0, DIM), np.float32), cfg) for _ in range(20)]
     assert runs[0].mode == "graph" and [s.object for s in runs[0].seeds] == ["guitar"]
     assert {tuple(r.passage_id for r in run.ranked) for run in runs} == {("p0", "p2", "p1", "p3")}
@@ -167,7 +161,7 @@ def test_passages_the_walk_reaches_equally_are_ordered_by_their_prior_every_time
 
 def test_dense_fallback_when_no_fact_is_usable():
     idx = index([("Ann", "play", "guitar", "p0")], [unit(1, 0)], 3, [unit(0, 1), unit(0, 0, 1), unit(0, 0.2, 1)])
-    result = retrieve(idx, unit(0, 0, 1), np.zeros((0, DIM), np.float32), rules(min_fact_score=0.5, use_rpe=False))
+    result = retrieve(idx, unit(0, 0, 1), np.zeros((0, DIM), np.float32), RetrievalConfig(min_fact_score=0.5, use_rpe=False))
     assert result.mode == "dense" and not result.seeds
     assert [r.passage_id for r in result.ranked] == ["p1", "p2", "p0"]
     assert "no usable fact" in result.ranked[0].reason
@@ -179,7 +173,7 @@ def test_rpe_brings_every_passage_of_the_episode_right_after_its_anchor():
         [unit(1, 0), unit(0, 1)], 6, [unit(0, 0, 0, 1)] * 6,
         groups=[["p0", "p2", "p5"], ["p1"], ["p3"], ["p4"]],
     )
-    cfg = rules(top_facts=1, top_passages_rpe=1, rpe_max_per_episode=10, rpe_scope="episode", rpe_after=0)
+    cfg = RetrievalConfig(top_facts=1, top_passages_rpe=1, rpe_max_per_episode=10, rpe_scope="episode", rpe_after=0)
     result = retrieve(idx, unit(1, 0), np.zeros((0, DIM), np.float32), cfg)
     order = [r.passage_id for r in result.ranked]
     assert order[:3] == ["p2", "p0", "p5"]  # the anchor, then its episode in time order
@@ -194,7 +188,7 @@ def test_rpe_default_scope_takes_the_nearest_turns_of_the_episode_or_the_session
         [unit(1, 0), unit(0, 1)], 6, [unit(0, 0, 0, 1)] * 6,
         groups=[["p0", "p2", "p5"], ["p1"], ["p3"], ["p4"]],
     )
-    cfg = rules(top_facts=1, top_passages_rpe=1, rpe_max_per_episode=2, rpe_after=0)
+    cfg = RetrievalConfig(top_facts=1, top_passages_rpe=1, rpe_max_per_episode=2, rpe_after=0)
     assert cfg.rpe_scope == "both"
     result = retrieve(idx, unit(1, 0), np.zeros((0, DIM), np.float32), cfg)
     # p1 and p3 are the anchor's neighbours in its session (one turn away); p0 and p5 are further.
@@ -202,13 +196,13 @@ def test_rpe_default_scope_takes_the_nearest_turns_of_the_episode_or_the_session
     assert result.ranked[1].reason == "same-session neighbour of anchor D1:2"
     assert result.episodes == []  # no turn of the anchor's episode came in: the context names none
     with pytest.raises(ValueError, match="rpe_scope"):
-        rules(rpe_scope="episodes")
-    session_only = retrieve(idx, unit(1, 0), np.zeros((0, DIM), np.float32), rules(
+        RetrievalConfig(rpe_scope="episodes")
+    session_only = retrieve(idx, unit(1, 0), np.zeros((0, DIM), np.float32), RetrievalConfig(
         top_facts=1, top_passages_rpe=1, rpe_max_per_episode=4, rpe_scope="session", rpe_turn_window=2, rpe_after=0))
     assert [r.passage_id for r in session_only.ranked[:5]] == ["p2", "p0", "p1", "p3", "p4"]
     assert session_only.episodes == []
     # The window counts turns of the conversation: with one turn each side only p1 and p3 qualify.
-    narrow = retrieve(idx, unit(1, 0), np.zeros((0, DIM), np.float32), rules(
+    narrow = retrieve(idx, unit(1, 0), np.zeros((0, DIM), np.float32), RetrievalConfig(
         top_facts=1, top_passages_rpe=1, rpe_max_per_episode=4, rpe_scope="session", rpe_after=0))
     assert [r.reason.startswith("same-session") for r in narrow.ranked[:3]] == [False, True, True]
     assert [r.passage_id for r in narrow.ranked[1:3]] == ["p1", "p3"]
@@ -227,10 +221,10 @@ def test_a_reply_inherits_a_share_of_the_question_it_answers():
     vectors = embeddings_frame(PASSAGE, p["passage_id"].to_list(), np.stack(vecs), "hand", DIM)
     idx = MemoryIndex.from_tables(p, f, entities_from_facts(f), episodes([[f"p{i}"] for i in range(5)]), graph_edges(f, []), vectors)
     assert idx.answers_to.tolist() == [-1, 0, -1, -1, -1]  # same speaker, or not the next turn: no reply
-    cfg = rules(use_rpe=False, lexical_weight=0.0)
+    cfg = RetrievalConfig(use_rpe=False, lexical_weight=0.0)
     ranked = [r.passage_id for r in retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), cfg).ranked]
     assert ranked[:3] == ["p0", "p3", "p1"]  # p1 answers p0; p2 matches more on its own, p4 follows a gap
-    plain = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), rules(use_rpe=False, lexical_weight=0.0, answer_share=0.0))
+    plain = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), RetrievalConfig(use_rpe=False, lexical_weight=0.0, answer_share=0.0))
     assert [r.passage_id for r in plain.ranked][:3] == ["p0", "p3", "p2"]
 
 
@@ -246,17 +240,17 @@ def test_rpe_brings_the_reply_to_an_expanded_question():
     vectors = embeddings_frame(PASSAGE, p["passage_id"].to_list(), np.stack([unit(1), unit(0, 1), unit(0, 0, 1), unit(0.3, 0, 0, 1)]), "hand", DIM)
     idx = MemoryIndex.from_tables(p, f, entities_from_facts(f), episodes([[f"p{i}"] for i in range(4)]), graph_edges(f, []), vectors)
     base = dict(top_passages_rpe=1, rpe_max_per_episode=1, lexical_weight=0.0, answer_share=0.0, rpe_after=0)
-    ranked = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), rules(**base)).ranked
+    ranked = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), RetrievalConfig(**base)).ranked
     assert [r.passage_id for r in ranked] == ["p0", "p1", "p2", "p3"]  # the question's answer follows it
     assert ranked[2].reason == "same-session neighbour of anchor D1:0"
-    plain = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), rules(**base, rpe_follow_reply=False)).ranked
+    plain = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), RetrievalConfig(**base, rpe_follow_reply=False)).ranked
     assert [r.passage_id for r in plain] == ["p0", "p1", "p3", "p2"]
     # A question that asks for several things keeps the ranking without RPE, unless list_breadth is off.
-    walked = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), rules(**base, use_rpe=False)).ranked
-    listed = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), rules(**base), several=True)
+    walked = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), RetrievalConfig(**base, use_rpe=False)).ranked
+    listed = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), RetrievalConfig(**base), several=True)
     assert [r.passage_id for r in listed.ranked] == [r.passage_id for r in walked] != [r.passage_id for r in ranked]
     assert listed.episodes == []
-    on_lists = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), rules(**base, list_breadth=False), several=True).ranked
+    on_lists = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), RetrievalConfig(**base, list_breadth=False), several=True).ranked
     assert [r.passage_id for r in on_lists] == ["p0", "p1", "p2", "p3"]
 
 
@@ -296,7 +290,7 @@ def test_rpe_brings_the_turns_that_share_a_rare_proper_name_with_the_anchor():
     # four, too many for 3; "Adoption" only starts sentences, so it is no proper name.
     assert idx.name_links(3) == {"p0": {"p4": "Ines"}, "p4": {"p0": "Ines"}, "p7": {"p8": "Lea"}, "p8": {"p7": "Lea"}}
     assert set(idx.name_links(4)["p3"]) == {"p7", "p8", "p9"}  # Kai counts at 4 turns
-    cfg = rules(top_facts=1, top_passages_rpe=1, rpe_max_per_episode=1, lexical_weight=0.0, answer_share=0.0,
+    cfg = RetrievalConfig(top_facts=1, top_passages_rpe=1, rpe_max_per_episode=1, lexical_weight=0.0, answer_share=0.0,
                           use_graph=False, rpe_after=0)
     ranked = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), cfg).ranked
     assert [r.passage_id for r in ranked[:4]] == ["p0", "p1", "p4", "p5"]  # neighbour, the Ines turn, its reply
@@ -333,22 +327,16 @@ def test_seem_query_json_contract_on_a_built_locomo_conversation(locomo_dev, tmp
         assert {"passage_id", "source_ref", "text", "timestamp", "score", "reason"} <= set(item)
         assert item["reason"]
     assert payload["date"].startswith("2023-08-01")
-    assert any("reranked from" in item["reason"] for item in payload["passages"])  # the learned reranking is on by default
-
-    def without_reranking(*settings: str) -> list[dict]:  # the walk and RPE alone, any setting from the command line
-        ran = subprocess.run([seem, "query", "--store", store, "--conversation", "conv-30", "--k", "10", "--json",
-                              "--set", "retrieval.rerank=false", *settings, "--date", "2023-08-01",
-                              "When did Jon lose his job as a banker?"], capture_output=True, text=True, timeout=600)
-        assert ran.returncode == 0, ran.stderr[-2000:]
-        return json.loads(ran.stdout)["passages"]
-
-    # RPE's turns follow the first five; without RPE none is there.
-    expanded = without_reranking()
-    assert any("anchor" in item["reason"] for item in expanded[5:])
-    assert not any("anchor" in item["reason"] or "reranked" in item["reason"] for item in expanded[:5])
-    plain_passages = without_reranking("--set", "retrieval.use_rpe=false")
+    # RPE's turns follow the first five; any setting from the command line: without RPE none is there.
+    assert any("anchor" in item["reason"] for item in payload["passages"][5:])
+    assert not any("anchor" in item["reason"] for item in payload["passages"][:5])
+    plain = subprocess.run([seem, "query", "--store", store, "--conversation", "conv-30", "--k", "10", "--json",
+                            "--set", "retrieval.use_rpe=false", "--date", "2023-08-01", "When did Jon lose his job as a banker?"],
+                           capture_output=True, text=True, timeout=600)
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    plain_passages = json.loads(plain.stdout)["passages"]
     assert len(plain_passages) == 10 and not any("anchor" in item["reason"] for item in plain_passages)
-    assert [p["passage_id"] for p in plain_passages[:5]] == [p["passage_id"] for p in expanded[:5]]
+    assert [p["passage_id"] for p in plain_passages[:5]] == [p["passage_id"] for p in payload["passages"][:5]]
     bad = subprocess.run([seem, "query", "--store", store, "--conversation", "conv-30", "--set", "retrieval.use_rpe=maybe", "hi"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "retrieval.use_rpe" in bad.stderr
@@ -363,7 +351,7 @@ def test_seem_query_json_contract_on_a_built_locomo_conversation(locomo_dev, tmp
     idx = load_index(store, "conv-30")
     questions = read_table(table_path(store, "questions", "conv-30"))["question"].to_list()[:40]
     queries = [encode_query(q, datetime(2023, 8, 1), backends.extractor(), backends.embedder(), "conv-30") for q in questions]
-    for name, rank in rankers(rules(), ["seem", "graph-only"]).items():
+    for name, rank in rankers(RetrievalConfig(), ["seem", "graph-only"]).items():
         assert [ids(rank(idx, q)) for q in queries] == [ids(rank(idx, q)) for q in queries], name
     missing = subprocess.run([seem, "query", "--store", store, "--conversation", "nope", "hello"], capture_output=True, text=True)
     assert missing.returncode == 1 and "no snapshot" in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
@@ -386,7 +374,7 @@ def test_the_attributable_methods_by_hand():
     assert idx.answers_to.tolist() == [-1, -1, 1, -1]  # "With my aunt." answers "Where did you stay in Lisbon?"
     # The question's vector is orthogonal to every passage: dense ranks in row order, BM25 on "lisbon", "stay".
     query = EncodedQuery("Lisbon stay", T, unit(0, 0, 1), [], np.zeros((0, DIM), np.float32))
-    ranked = rankers(rules(rpe_after=0, top_passages_rpe=1), METHODS)
+    ranked = rankers(RetrievalConfig(rpe_after=0, top_passages_rpe=1), METHODS)
     methods = {name: (lambda rank: lambda i, q: ids(rank(i, q)))(rank) for name, rank in ranked.items()}
     assert set(methods) == set(METHODS)
     assert methods["dense"](idx, query) == ["p0", "p1", "p2", "p3"]
@@ -406,7 +394,7 @@ def test_the_attributable_methods_by_hand():
 def test_facts_are_retrieval_keys_that_lift_their_passage():
     # p1's own words miss the question (cosine 0); its fact (Mel; go swim with; kids) matches it fully.
     idx = index([("Mel", "go swim with", "kids", "p1")], [unit(1)], 3, [unit(0.6, 0.8), unit(0, 1), unit(0.5, 0.866)])
-    keyed = rules(use_graph=False, use_rpe=False, lexical_weight=0.0, answer_share=0.0)
+    keyed = RetrievalConfig(use_graph=False, use_rpe=False, lexical_weight=0.0, answer_share=0.0)
     # prior: p0 0.6, p1 0.0, p2 0.5; p1's key is 0.3 x (1.0 - 0.3) = 0.21, still below both.
     assert [r.passage_id for r in retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), keyed).ranked] == ["p0", "p2", "p1"]
     strong = keyed.replace(fact_key_weight=1.0)  # 0.7: now first
@@ -419,7 +407,7 @@ def test_the_question_without_the_speakers_names_is_matched_beside_it():
     # The question as asked is closest to p0 (its speaker's name matches every turn of that speaker);
     # without the name it is unit(0, 1), the topic of p1 and, less, of p2.
     idx = index([("Mel", "paint", "a sunrise", "p0")], [unit(0, 0, 1)], 3, [unit(1), unit(0.6, 0.8), unit(0.9, 0.436)])
-    cfg = rules(use_graph=False, use_rpe=False, lexical_weight=0.0, answer_share=0.0, fact_key_weight=0.0)
+    cfg = RetrievalConfig(use_graph=False, use_rpe=False, lexical_weight=0.0, answer_share=0.0, fact_key_weight=0.0)
     none = np.zeros((0, DIM), np.float32)
 
     def order(c, unnamed):
@@ -444,7 +432,7 @@ def test_facts_are_matched_by_the_weighted_mean_of_the_question_with_and_without
     assert np.allclose(score_facts(idx, named, none, unnamed, 0.5), [2 / 3, 1.1 / 1.5])
     assert np.allclose(score_facts(idx, named, none, named, 0.5), [1.0, 0.8])
     # As keys (every passage's prior 0): p0 1.0 - 0.3 ahead of p1 0.8 - 0.3 as asked; p1 ahead with the mean.
-    cfg = rules(use_graph=False, use_rpe=False, lexical_weight=0.0, answer_share=0.0, fact_key_weight=1.0)
+    cfg = RetrievalConfig(use_graph=False, use_rpe=False, lexical_weight=0.0, answer_share=0.0, fact_key_weight=1.0)
 
     def order(c, u):
         return [r.passage_id for r in retrieve(idx, named, none, c, unnamed=u).ranked]
@@ -455,7 +443,7 @@ def test_facts_are_matched_by_the_weighted_mean_of_the_question_with_and_without
     # seem-named takes both away, seem-named-facts only the facts'.
     from seem_dagster.evaluation.methods import retrieval_configs
 
-    configs = retrieval_configs(rules())
+    configs = retrieval_configs(RetrievalConfig())
     assert (configs["seem-named"].unnamed_weight, configs["seem-named"].unnamed_fact_weight) == (0.0, 0.0)
     assert (configs["seem-named-facts"].unnamed_weight, configs["seem-named-facts"].unnamed_fact_weight) == (1.0, 0.0)
 
@@ -494,7 +482,7 @@ def test_the_questions_own_facts_are_matched_only_with_query_facts_on():
     # The question's vector misses p1's fact (cosine 0); the question's own fact matches it fully.
     idx = index([("Mel", "go swim with", "kids", "p1")], [unit(1)], 3, [unit(0.8, 0, 0.6), unit(0, 1), unit(0, 0.866, 0.5)])
     question, own_fact = unit(0, 0, 1), np.stack([unit(1)])
-    cfg = rules(use_graph=False, use_rpe=False, lexical_weight=0.0, answer_share=0.0, fact_key_weight=1.0)
+    cfg = RetrievalConfig(use_graph=False, use_rpe=False, lexical_weight=0.0, answer_share=0.0, fact_key_weight=1.0)
     # prior: p0 0.6, p1 0.0, p2 0.5; with the question's fact p1's key is 1.0 x (1.0 - 0.3) = 0.7: first.
     on = retrieve(idx, question, own_fact, cfg.replace(query_facts=True)).ranked
     assert [r.passage_id for r in on] == ["p1", "p0", "p2"]
@@ -505,7 +493,7 @@ def test_the_questions_own_facts_are_matched_only_with_query_facts_on():
 def test_a_method_pays_for_reading_the_question_only_when_it_uses_the_questions_facts():
     from seem_dagster.evaluation.methods import query_encoding
 
-    off, on = rules(query_facts=False), rules(query_facts=True)
+    off, on = RetrievalConfig(query_facts=False), RetrievalConfig(query_facts=True)
     # "vectors": the question's and its form without the speakers' names; the -named ablations only the first.
     assert [query_encoding(off, m) for m in ("bm25", "dense", "prior", "seem", "seem+query-facts", "seem-named", "prior-named")] == [
         "none", "vector", "vectors", "vectors", "full", "vector", "vector"]
@@ -518,7 +506,7 @@ def test_rpe_places_what_it_brings_after_the_head_and_only_turns_the_walk_reache
     order = ["p4", "p0", "p1", "p2", "p3", "p5", "p6", "p7"]
     vecs = {p: unit(1.0 - 0.1 * k, 0.1 * k) for k, p in enumerate(order)}
     idx = index([("Ann", "play", "guitar", "p4")], [unit(0, 0, 1)], 8, [vecs[f"p{i}"] for i in range(8)])
-    cfg = rules(use_graph=False, lexical_weight=0.0, answer_share=0.0, rpe_name_turns=0, top_passages_rpe=1,
+    cfg = RetrievalConfig(use_graph=False, lexical_weight=0.0, answer_share=0.0, rpe_name_turns=0, top_passages_rpe=1,
                           rpe_max_per_episode=2, rpe_scope="session", rpe_after=2, rpe_within=8)
     ranked = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), cfg).ranked
     # The anchor p4 brings its neighbours p3 and p5 (walk ranks 4 and 5), placed after the head p4, p0.

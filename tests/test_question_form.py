@@ -41,6 +41,5 @@ def test_only_what_which_and_how_questions_are_tagged():
 def test_the_real_tagger_reads_the_form(question, several):
     assert asks_for_several(question_tags(question)) is several
     assert form_of(question, RetrievalConfig()) is several
-    assert form_of(question, RetrievalConfig(list_breadth=False, rerank=False)) is False  # not read when nothing uses it
-    assert form_of(question, RetrievalConfig(use_rpe=False, rerank=False)) is False
-    assert form_of(question, RetrievalConfig(list_breadth=False)) is several  # the reranker reads it
+    assert form_of(question, RetrievalConfig(list_breadth=False)) is False  # not read when nothing uses it
+    assert form_of(question, RetrievalConfig(use_rpe=False)) is False

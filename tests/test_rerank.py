@@ -99,17 +99,10 @@ def test_reranking_reorders_only_the_top_and_keeps_every_passage():
 def test_the_rerank_methods_and_their_comparisons():
     base = resolve_standard().config.retrieval
     configs = retrieval_configs(base)
-    assert base.rerank and configs["seem"].rerank  # on by default: seem's last step
-    assert configs["prior+rerank"].rerank and not configs["prior+rerank"].use_graph
-    assert not any(configs[m].rerank for m in ("prior", "prior+facts", "seem-no-rpe", "seem-no-fusion", "seem-no-rerank"))
-    assert configs["seem-no-rerank"] == base.replace(rerank=False)
+    assert configs["seem+rerank"].rerank and configs["prior+rerank"].rerank and not configs["prior+rerank"].use_graph
+    assert not any(configs[m].rerank for m in ("prior", "prior+facts", "seem-no-rpe", "seem-no-fusion"))
     assert reads_form(base, "prior+rerank")  # the reranker reads whether the question asks for several things
-    assert set(rankers(base, ["seem-no-rerank", "prior+rerank"])) == {"seem-no-rerank", "prior+rerank"}
-    found = comparisons(["seem", "seem-no-rerank", "seem-no-fusion", "prior", "prior+rerank"])
-    pairs = {(with_part, without): label for label, with_part, without in found}
-    assert pairs[("seem", "seem-no-rerank")] == "+ learned reranking"
-    assert pairs[("prior+rerank", "prior")] == "the prior with its own learned reranking"
-    # The structure stops before the reranking, or has it on both sides; never seem reranked against the bare prior.
-    assert pairs[("seem-no-rerank", "prior")].startswith("the structure: ") and "reranking" not in pairs[("seem-no-rerank", "prior")]
-    assert pairs[("seem", "prior+rerank")] == "the structure, both reranked by their own models"
-    assert ("seem", "prior") not in pairs
+    assert set(rankers(base, ["seem+rerank", "prior+rerank"])) == {"seem+rerank", "prior+rerank"}
+    pairs = {(with_part, without): label for label, with_part, without in comparisons(["seem", "seem+rerank", "prior", "prior+rerank"])}
+    assert ("seem+rerank", "seem") in pairs and ("prior+rerank", "prior") in pairs
+    assert pairs[("seem+rerank", "prior+rerank")] == "the structure, both reranked by their own models"

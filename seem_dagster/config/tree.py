@@ -183,11 +183,11 @@ class RetrievalConfig(Section):
     )
     rpe_name_links: int = Field(2, ge=0, description="turns a name link brings at most")
     rerank: bool = Field(
-        True, description="reorder the top rerank_depth passages by a logistic model over what the query already computed "
+        False, description="reorder the top rerank_depth passages by a logistic model over what the query already computed "
         "(the rank, the prior, the facts' match, replies, the speaker the question names, the list form, the turn's length), "
         "fitted on LoCoMo dev by benchmarks/train_rerank.py and bundled (retrieval/rerank_model.json; the ablation "
-        "seem-no-rerank). On LoCoMo conversations it was not fitted on it adds R@5 +0.022 and multi-hop R@10 +0.028, "
-        "on LongMemEval dev nothing"
+        "seem+rerank). Off: on LoCoMo conversations it was not fitted on it adds R@5 +0.022 and R@10 +0.008, on LongMemEval "
+        "nothing, and on the bundled sample it drops 2 of 21 gold turns from the top 10 (docs/experiments.md)"
     )
     rerank_depth: int = Field(100, ge=1, description="passages the reranker reorders; the rest keep their order")
 
@@ -299,7 +299,7 @@ class AgentConfig(Section):
     max_tokens: int = Field(512, ge=1, description="cap on each model reply's tokens")
 
 
-Method = Literal["seem", "seem+query-facts", "seem-no-rpe", "seem-no-fusion", "seem-no-rerank", "seem-no-synonyms", "seem-named",
+Method = Literal["seem", "seem+query-facts", "seem-no-rpe", "seem-no-fusion", "seem+rerank", "seem-no-synonyms", "seem-named",
                  "seem-named-facts", "seem-embedded-facts", "seem-unstemmed", "seem-rpe-on-lists",
                  "prior", "prior+rerank", "prior-named", "prior-unstemmed",
                  "prior+facts", "prior+rpe",

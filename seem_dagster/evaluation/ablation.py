@@ -19,12 +19,8 @@ from seem_dagster.evaluation.scoring import LocomoQuestion
 
 # Each row adds one part to the row before it (only the methods that were run are chained).
 ABLATION_STEPS = (("prior", "passage prior alone"), ("prior+facts", "+ facts as keys"), ("seem-no-rpe", "+ graph walk"),
-                  ("seem-no-fusion", "+ RPE (session)"), ("seem-no-rerank", "+ fusion (RPE over episodes)"),
-                  ("seem", "+ learned reranking"), ("seem+query-facts", "+ the question's own facts"),
-                  ("seem+properties", "+ property route"))
-# The structure ends before the reranking: the prior has a reranking of its own (prior+rerank), so seem's
-# is compared with it, never counted as the fact layer's or the episodes' gain.
-STRUCTURE_END = "seem-no-rerank"
+                  ("seem-no-fusion", "+ RPE (session)"), ("seem", "+ fusion (RPE over episodes)"),
+                  ("seem+query-facts", "+ the question's own facts"), ("seem+properties", "+ property route"))
 # Parts measured by taking them away (same memory), listed after the chain: (method without the part,
 # the method with it, label).
 ABLATION_WITHOUT = (("seem-no-synonyms", "seem", "seem without the synonym edges"),
@@ -36,7 +32,8 @@ ABLATION_WITHOUT = (("seem-no-synonyms", "seem", "seem without the synonym edges
                     ("prior-named", "prior", "the prior matching the question as asked only"),
                     ("prior-unstemmed", "prior", "the prior with BM25 matching exact words (not their stems)"))
 # Parts measured by adding them to a method, off by default: (method with the part, the method without it, label).
-ABLATION_WITH = (("prior+rerank", "prior", "the prior with its own learned reranking"),)
+ABLATION_WITH = (("seem+rerank", "seem", "seem with the learned reranking (retrieval.rerank)"),
+                 ("prior+rerank", "prior", "the prior with its own learned reranking"))
 
 RESAMPLES = 2000
 LEVEL = 0.95
@@ -96,11 +93,10 @@ def comparisons(methods: Sequence[str]) -> list[tuple[str, str, str]]:
         return ", ".join(labels[n] for n in order[order.index(before) + 1:order.index(name) + 1])
 
     out = [(parts(before, name), name, before) for before, name in zip(chained, chained[1:])]
-    end = STRUCTURE_END if STRUCTURE_END in chained else "seem"
-    if "prior" in chained and end in chained and chained.index(end) - chained.index("prior") > 1:
-        out.append(("the structure: " + parts("prior", end), end, "prior"))
-    if "seem" in methods and "prior+rerank" in methods:  # the reranker is not the structure's: both sides have one
-        out.append(("the structure, both reranked by their own models", "seem", "prior+rerank"))
+    if "prior" in chained and "seem" in chained and chained.index("seem") - chained.index("prior") > 1:
+        out.append(("the structure: " + parts("prior", "seem"), "seem", "prior"))
+    if "seem+rerank" in methods and "prior+rerank" in methods:  # the reranker is not the structure's: both sides have one
+        out.append(("the structure, both reranked by their own models", "seem+rerank", "prior+rerank"))
     out += [(label, with_part, name) for name, with_part, label in ABLATION_WITHOUT if name in methods and with_part in methods]
     out += [(label, name, without) for name, without, label in ABLATION_WITH if name in methods and without in methods]
     return out

@@ -7,14 +7,13 @@ ablation, each step adds one part of SEEM to the one before:
     prior+facts     + facts as retrieval keys (a passage gains its best fact's match)
     seem-no-rpe     + the walk (fact seeds, personalized PageRank over that prior)
     seem-no-fusion  + RPE from the anchor's session neighbours, replies and name links (no episodes)
-    seem-no-rerank  + the fused episodes in RPE
-    seem            + the learned reranking of the top passages (retrieval/rerank.py; ``retrieval.rerank``)
+    seem            + the fused episodes in RPE
     seem+query-facts + the question's own facts matched against the memory's (retrieval.query_facts)
     seem+properties + the property route: the histories of the best-matching properties (retrieval/property_route.py)
 
-``prior+rerank`` reorders the prior's top passages by the prior's own fitted model, so what a
-learned reranking adds is measured on both sides and never counted as structure: the structure is
-``seem-no-rerank`` against ``prior``, or ``seem`` against ``prior+rerank``.
+``seem+rerank`` and ``prior+rerank`` reorder the top passages of seem's and the prior's ranking by
+each one's fitted model (retrieval/rerank.py; ``retrieval.rerank``), so what a learned reranking adds
+is measured on both sides and never counted as structure.
 
 ``seem-no-synonyms`` is ``seem`` walking the same graph without its synonym edges between entity
 names; ``seem-embedded-facts`` is ``seem`` with every fact's vector embedded alone instead of pooled
@@ -148,10 +147,10 @@ def retrieval_configs(base: RetrievalConfig) -> dict[str, RetrievalConfig]:
     return {
         "seem": base,
         "seem+query-facts": base.replace(query_facts=True),
-        # The chain's steps before seem (evaluation/ablation.py) never rerank: its last step is the reranking.
+        # The chain's steps (evaluation/ablation.py) never rerank: with retrieval.rerank on, seem's last step includes it.
         "seem-no-rpe": base.replace(use_rpe=False, rerank=False),
         "seem-no-fusion": base.replace(rpe_scope="session", rerank=False),
-        "seem-no-rerank": base.replace(rerank=False),
+        "seem+rerank": base.replace(rerank=True),
         "seem-no-synonyms": base.replace(use_synonyms=False),
         "seem-named": base.replace(unnamed_weight=0.0, unnamed_fact_weight=0.0),
         "seem-named-facts": base.replace(unnamed_fact_weight=0.0),

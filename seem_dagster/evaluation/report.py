@@ -83,7 +83,7 @@ def markdown(results: dict) -> str:
 
 
 def _ablation(results: dict) -> list[str]:
-    """prior -> + facts as keys -> + walk -> + RPE -> + fusion -> + reranking, each row one part more; only the steps that were run."""
+    """prior -> + facts as keys -> + walk -> + RPE -> + fusion, each row one part more; only the steps that were run."""
     methods = results["methods"]
     steps = [(name, label) for name, label in ABLATION_STEPS if name in methods]
     if len(steps) < 2:

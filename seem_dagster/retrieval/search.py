@@ -12,7 +12,7 @@ facts' entities and brings in turns that share entities with them. RPE then expa
 passages into the turns around them (their episode, session neighbours, replies, rare-name links),
 keeps only expansions the walk itself ranks within ``rpe_within`` and places them after the first
 ``rpe_after`` passages: the best matches stay on top and the context of the best one follows them.
-With ``rerank`` (on by default), a fitted model then reorders the top ``rerank_depth`` passages
+With ``rerank`` (off by default), a fitted model then reorders the top ``rerank_depth`` passages
 from what the query computed on the way (retrieval/rerank.py).
 """
 
