@@ -12,6 +12,11 @@ conversations the bundled model has not seen), then fits on all of them; ``--wri
 and the held-out ones to retrieval/rerank_model.json with where they came from. A memory of one of
 those conversations is reranked by the model fitted without it, so `seem eval` on the same data
 reports held-out figures.
+
+It also builds the bundled sample (data/, 48 turns written for the demo, its gold marking the turns
+an answer needs, the other speaker's included) into a temporary store and prints what the model
+fitted on all does to it. No model is fitted on it: it is where a model that learned LoCoMo's
+evidence marking rather than the questions shows (docs/experiments.md, 2026-12-05).
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
+import sys
+import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -29,6 +36,7 @@ from seem_dagster import backends
 from seem_dagster.config import resolve_standard
 from seem_dagster.evaluation.methods import retrieval_configs
 from seem_dagster.evaluation.metrics import is_abstention, normalise_locomo_evidence
+from seem_dagster.evaluation.sample import write_sample_as_locomo
 from seem_dagster.evaluation.scoring import locomo_category
 from seem_dagster.retrieval.load import load_index
 from seem_dagster.retrieval.query import encode_query, form_of
@@ -118,6 +126,30 @@ def report(name: str, benchmark: str, scores: dict[str, list]) -> None:
         print(f"{'':<38} @{k} change {d.mean():+.4f}: {int((d > 0).sum())} questions better, {int((d < 0).sum())} worse")
 
 
+def sample_store(workdir: Path) -> str:
+    """The bundled sample in LoCoMo's format, built by `seem eval locomo` into a store under ``workdir``."""
+    data = write_sample_as_locomo(workdir / "sample_locomo.json")
+    store = workdir / "store"
+    seem = str(Path(sys.executable).parent / "seem")
+    subprocess.run([seem, "eval", "locomo", "--data", str(data), "--out", str(workdir / "eval"), "--store", str(store),
+                    "--methods", "seem", "--quiet"], check=True, capture_output=True, text=True)
+    return str(store)
+
+
+def report_sample(name: str, rows: list[dict], model: RerankModel) -> None:
+    """What ``model`` does to the sample's questions: R@5 / R@10, and its gold turns in the top 10."""
+    figures = {}
+    for when in ("before", "after"):
+        rankings = [r["ranking"] if when == "before" else [r["ranking"][i] for i in reorder(model, r["features"])] + r["ranking"][len(r["features"]):]
+                    for r in rows if r["gold"]]
+        golds = [r["gold"] for r in rows if r["gold"]]
+        found = sum(len(set(rk[:10]) & set(g)) for rk, g in zip(rankings, golds))
+        figures[when] = (f"R@5 / @10 {np.mean([recall(rk, g, 5, 'locomo') for rk, g in zip(rankings, golds)]):.3f} / "
+                         f"{np.mean([recall(rk, g, 10, 'locomo') for rk, g in zip(rankings, golds)]):.3f}, "
+                         f"{found} of {sum(len(g) for g in golds)} gold turns in the top 10")
+    print(f"{'bundled sample (not fitted on)':<38} {name}: {figures['before']}; reranked: {figures['after']}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", required=True, help="a store `seem eval locomo` built")
@@ -128,6 +160,8 @@ def main() -> None:
     depth = resolve_standard().config.retrieval.rerank_depth
     started = time.perf_counter()
     models, folds = {}, {}
+    workdir = tempfile.TemporaryDirectory(prefix="seem-rerank-sample-")
+    sample = sample_store(Path(workdir.name))
     for name, method in BASES.items():
         features = FEATURES if name == "seem" else tuple(f for f in FEATURES if f not in FACT_FEATURES)
         rows = collect(args.store, method, depth) + (collect(args.lme_store, method, depth, "longmemeval") if args.lme_store else [])
@@ -138,6 +172,8 @@ def main() -> None:
         models[name] = fit_rows(rows, features, args.l2)
         weights = ", ".join(f"{f} {w:+.2f}" for f, w in sorted(zip(features, models[name].weights), key=lambda t: -abs(t[1])))
         print(f"{'':<28} fitted on all: {weights}")
+        report_sample(name, collect(sample, method, depth), models[name])
+    workdir.cleanup()
     print(f"{time.perf_counter() - started:.0f} s")
     if args.write:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent).stdout.strip()
