@@ -88,6 +88,11 @@ def recall(ranking: list[str], gold: list[str], k: int, benchmark: str) -> float
     return found / len(gold) if benchmark == "locomo" else float(found == len(set(gold)))
 
 
+def reranked(model: RerankModel, row: dict) -> list[str]:
+    """A question's whole ranking with its top passages reordered by ``model``."""
+    return [row["ranking"][i] for i in reorder(model, row["features"])] + row["ranking"][len(row["features"]):]
+
+
 def fit_rows(rows: list[dict], features: tuple[str, ...], l2: float) -> RerankModel:
     train = [r for r in rows if r["gold"]]
     return fit(np.vstack([r["features"] for r in train]), np.concatenate([r["labels"] for r in train]), features, l2)
@@ -103,11 +108,10 @@ def held_out(rows: list[dict], features: tuple[str, ...], l2: float, benchmark: 
         for r in rows:
             if r["conversation"] != held or not r["gold"] or r["benchmark"] != benchmark:
                 continue
-            order = reorder(model, r["features"])
-            reranked = [r["ranking"][i] for i in order] + r["ranking"][len(order):]
+            after = reranked(model, r)
             for k in CUTS:
                 scores[f"before {k}"].append(recall(r["ranking"], r["gold"], k, benchmark))
-                scores[f"after {k}"].append(recall(reranked, r["gold"], k, benchmark))
+                scores[f"after {k}"].append(recall(after, r["gold"], k, benchmark))
             scores["category"].append(r["category"])
     return scores
 
@@ -131,22 +135,22 @@ def sample_store(workdir: Path) -> str:
     data = write_sample_as_locomo(workdir / "sample_locomo.json")
     store = workdir / "store"
     seem = str(Path(sys.executable).parent / "seem")
-    subprocess.run([seem, "eval", "locomo", "--data", str(data), "--out", str(workdir / "eval"), "--store", str(store),
-                    "--methods", "seem", "--quiet"], check=True, capture_output=True, text=True)
+    built = subprocess.run([seem, "eval", "locomo", "--data", str(data), "--out", str(workdir / "eval"), "--store", str(store),
+                            "--methods", "seem", "--quiet"], capture_output=True, text=True)
+    if built.returncode:
+        raise SystemExit(f"building the bundled sample ({data}) failed:\n{built.stderr[-2000:]}")
     return str(store)
 
 
 def report_sample(name: str, rows: list[dict], model: RerankModel) -> None:
     """What ``model`` does to the sample's questions: R@5 / R@10, and its gold turns in the top 10."""
+    asked = [r for r in rows if r["gold"]]
     figures = {}
-    for when in ("before", "after"):
-        rankings = [r["ranking"] if when == "before" else [r["ranking"][i] for i in reorder(model, r["features"])] + r["ranking"][len(r["features"]):]
-                    for r in rows if r["gold"]]
-        golds = [r["gold"] for r in rows if r["gold"]]
-        found = sum(len(set(rk[:10]) & set(g)) for rk, g in zip(rankings, golds))
-        figures[when] = (f"R@5 / @10 {np.mean([recall(rk, g, 5, 'locomo') for rk, g in zip(rankings, golds)]):.3f} / "
-                         f"{np.mean([recall(rk, g, 10, 'locomo') for rk, g in zip(rankings, golds)]):.3f}, "
-                         f"{found} of {sum(len(g) for g in golds)} gold turns in the top 10")
+    for when, ranking in (("before", lambda r: r["ranking"]), ("after", lambda r: reranked(model, r))):
+        pairs = [(ranking(r), r["gold"]) for r in asked]
+        r5, r10 = (np.mean([recall(rk, gold, k, "locomo") for rk, gold in pairs]) for k in (5, 10))
+        found = sum(len(set(rk[:10]) & set(gold)) for rk, gold in pairs)
+        figures[when] = f"R@5 / @10 {r5:.3f} / {r10:.3f}, {found} of {sum(len(g) for _, g in pairs)} gold turns in the top 10"
     print(f"{'bundled sample (not fitted on)':<38} {name}: {figures['before']}; reranked: {figures['after']}")
 
 
@@ -160,20 +164,19 @@ def main() -> None:
     depth = resolve_standard().config.retrieval.rerank_depth
     started = time.perf_counter()
     models, folds = {}, {}
-    workdir = tempfile.TemporaryDirectory(prefix="seem-rerank-sample-")
-    sample = sample_store(Path(workdir.name))
-    for name, method in BASES.items():
-        features = FEATURES if name == "seem" else tuple(f for f in FEATURES if f not in FACT_FEATURES)
-        rows = collect(args.store, method, depth) + (collect(args.lme_store, method, depth, "longmemeval") if args.lme_store else [])
-        print(f"{name}: {len(rows)} questions, {len({r['conversation'] for r in rows})} conversations, top {depth} passages")
-        folds[name] = {}
-        for benchmark in sorted({r["benchmark"] for r in rows}):
-            report(name, benchmark, held_out(rows, features, args.l2, benchmark, folds[name]))
-        models[name] = fit_rows(rows, features, args.l2)
-        weights = ", ".join(f"{f} {w:+.2f}" for f, w in sorted(zip(features, models[name].weights), key=lambda t: -abs(t[1])))
-        print(f"{'':<28} fitted on all: {weights}")
-        report_sample(name, collect(sample, method, depth), models[name])
-    workdir.cleanup()
+    with tempfile.TemporaryDirectory(prefix="seem-rerank-sample-") as workdir:
+        sample = sample_store(Path(workdir))
+        for name, method in BASES.items():
+            features = FEATURES if name == "seem" else tuple(f for f in FEATURES if f not in FACT_FEATURES)
+            rows = collect(args.store, method, depth) + (collect(args.lme_store, method, depth, "longmemeval") if args.lme_store else [])
+            print(f"{name}: {len(rows)} questions, {len({r['conversation'] for r in rows})} conversations, top {depth} passages")
+            folds[name] = {}
+            for benchmark in sorted({r["benchmark"] for r in rows}):
+                report(name, benchmark, held_out(rows, features, args.l2, benchmark, folds[name]))
+            models[name] = fit_rows(rows, features, args.l2)
+            weights = ", ".join(f"{f} {w:+.2f}" for f, w in sorted(zip(features, models[name].weights), key=lambda t: -abs(t[1])))
+            print(f"{'':<28} fitted on all: {weights}")
+            report_sample(name, collect(sample, method, depth), models[name])
     print(f"{time.perf_counter() - started:.0f} s")
     if args.write:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent).stdout.strip()
