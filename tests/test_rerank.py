@@ -11,7 +11,7 @@ from seem_dagster.config import RetrievalConfig, resolve_standard
 from seem_dagster.evaluation.ablation import comparisons
 from seem_dagster.evaluation.methods import rankers, reads_form, retrieval_configs
 from seem_dagster.retrieval.rerank import FACT_FEATURES, FEATURES, MODEL_PATH, RerankModel, Signals, bundled_model, feature_matrix, fit
-from seem_dagster.retrieval.search import retrieve
+from seem_dagster.retrieval.search import rerank_features, retrieve
 
 
 def test_the_fit_is_l2_logistic_regression_solved_by_hand():
@@ -89,8 +89,6 @@ def test_reranking_reorders_only_the_top_and_keeps_every_passage():
     ids_before, ids_after = [r.passage_id for r in before.ranked], [r.passage_id for r in after.ranked]
     assert sorted(ids_after[:3]) == sorted(ids_before[:3]) and ids_after[3:] == ids_before[3:]
     model = bundled_model("prior")
-    from seem_dagster.retrieval.search import rerank_features
-
     expected = np.argsort(-model.score(rerank_features(idx, before.ranked[:3], before.signals, "What does Ann play?", False)), kind="stable")
     assert ids_after[:3] == [ids_before[i] for i in expected]
     assert all("reranked from" in r.reason for at, r in enumerate(after.ranked[:3]) if r.passage_id != ids_before[at])

@@ -18,7 +18,7 @@ from what the query computed on the way (retrieval/rerank.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -148,13 +148,12 @@ def retrieve(
     keeps the walk's ranking, without RPE (retrieval/question_form.py says why)."""
     if not config.query_facts:
         query_facts = query_facts[:0]
-    prior = passage_prior(index, question, question_text, config, unnamed)
-    signals = Signals(prior)
+    direct = passage_prior(index, question, question_text, config, unnamed)
     fact_scores = (score_facts(index, question, query_facts, unnamed, config.unnamed_fact_weight)
                    if config.use_graph or config.fact_key_weight else None)
-    keys = fact_keys(index, fact_scores, config) if fact_scores is not None and prior.shape[0] else None
-    if config.fact_key_weight and keys is not None:
-        prior = prior + config.fact_key_weight * keys
+    keys = (fact_keys(index, fact_scores, config)
+            if fact_scores is not None and direct.shape[0] and (config.fact_key_weight or config.rerank) else None)
+    prior = direct + config.fact_key_weight * keys if config.fact_key_weight and keys is not None else direct
     seeds = seeds_from(index, fact_scores, config) if config.use_graph else []
     ids = index.graph.passage_ids
     if seeds:
@@ -184,8 +183,7 @@ def retrieve(
     used: list[int] = []
     if config.use_rpe and not (several and config.list_breadth):
         ranked, used = expand(index, ranked, config)
-    if keys is not None:
-        signals = replace(signals, fact_key=keys, fact_scores=fact_scores)
+    signals = Signals(direct, keys, fact_scores if keys is not None else None)
     if config.rerank:
         ranked = rerank(index, ranked, signals, question_text or "", several, config)
     return RetrievalResult(ranked, seeds, mode, used, signals)
