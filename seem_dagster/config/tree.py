@@ -186,8 +186,8 @@ class RetrievalConfig(Section):
         False, description="reorder the top rerank_depth passages by a logistic model over what the query already computed "
         "(the rank, the prior, the facts' match, replies, the speaker the question names, the list form, the turn's length), "
         "fitted on LoCoMo dev by benchmarks/train_rerank.py and bundled (retrieval/rerank_model.json; the ablation "
-        "seem+rerank). Off: on LoCoMo conversations it was not fitted on it adds R@5 +0.022 and R@10 +0.008, on LongMemEval "
-        "nothing, and on the bundled sample it drops 2 of 21 gold turns from the top 10 (docs/experiments.md)"
+        "seem+rerank). Off: what it gains on held-out LoCoMo conversations is LoCoMo's way of marking evidence, and on "
+        "a conversation marked otherwise (the bundled sample) it loses gold turns (README, docs/experiments.md)"
     )
     rerank_depth: int = Field(100, ge=1, description="passages the reranker reorders; the rest keep their order")
 
