@@ -3,6 +3,7 @@
 import pytest
 
 from seem_dagster.retrieval.context import build_context, count_tokens, cut_to_tokens
+from seem_dagster.retrieval.reasons import baseline
 from seem_dagster.retrieval.search import Ranked, RetrievalResult, Seed
 from tests.test_graph_retrieval import index, unit
 
@@ -16,7 +17,7 @@ def memory(n=3, groups=None):
 
 
 def ranked(*ids):
-    return [Ranked(p, 1.0, "test") for p in ids]
+    return [Ranked(p, 1.0, baseline("test")) for p in ids]
 
 
 def test_tokens_are_words_and_punctuation_marks():

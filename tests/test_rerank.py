@@ -91,7 +91,7 @@ def test_reranking_reorders_only_the_top_and_keeps_every_passage():
     model = bundled_model("prior")
     expected = np.argsort(-model.score(rerank_features(idx, before.ranked[:3], before.signals, "What does Ann play?", False)), kind="stable")
     assert ids_after[:3] == [ids_before[i] for i in expected]
-    assert all("reranked from" in r.reason for at, r in enumerate(after.ranked[:3]) if r.passage_id != ids_before[at])
+    assert all("reranked from" in str(r.reason) for at, r in enumerate(after.ranked[:3]) if r.passage_id != ids_before[at])
 
 
 def test_the_rerank_methods_and_their_comparisons():

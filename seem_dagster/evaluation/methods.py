@@ -36,9 +36,11 @@ from dataclasses import replace
 import numpy as np
 
 from seem_dagster.config import METHODS, PropertiesConfig, RetrievalConfig
+from seem_dagster.retrieval import reasons
 from seem_dagster.retrieval.index import MemoryIndex
 from seem_dagster.retrieval.property_route import fuse, property_ranking
 from seem_dagster.retrieval.query import EncodedQuery
+from seem_dagster.retrieval.reasons import Reason
 from seem_dagster.retrieval.search import Ranked, RetrievalResult, inherit_replies, retrieve
 
 RRF_K = 60
@@ -62,7 +64,8 @@ def _by_score(index: MemoryIndex, scores: np.ndarray, mode: str) -> RetrievalRes
 
 def _flat(scored: Sequence[tuple[str, float]], mode: str) -> RetrievalResult:
     """A baseline's ranking: no seed facts, no episodes, so its context is its turns alone."""
-    return RetrievalResult([Ranked(p, s, mode) for p, s in scored], [], mode, [])
+    why = reasons.baseline(mode)
+    return RetrievalResult([Ranked(p, s, why) for p, s in scored], [], mode, [])
 
 
 def ids(result: RetrievalResult) -> list[str]:
@@ -137,7 +140,7 @@ def _seem_properties(config: RetrievalConfig, properties: PropertiesConfig) -> R
         route = property_ranking(index, query.vector, own, properties)
         by_id = {r.passage_id: r for r in result.ranked}
         order = fuse(ids(result), route, properties.route_weight)
-        return replace(result, ranked=[by_id.get(p) or Ranked(p, 0.0, "property route") for p in order])
+        return replace(result, ranked=[by_id.get(p) or Ranked(p, 0.0, Reason(reasons.PROPERTY_ROUTE)) for p in order])
 
     return rank
 

@@ -63,7 +63,7 @@ def passages_json(index: MemoryIndex, answered: Answered, k: int) -> list[dict]:
                 "text": r[Passages.text],
                 "timestamp": r[Passages.timestamp].isoformat(),
                 "score": round(item.score, 6),
-                "reason": item.reason,
+                "reason": str(item.reason),
             }
         )
     return out

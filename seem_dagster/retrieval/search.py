@@ -24,8 +24,10 @@ import numpy as np
 
 from seem_dagster.config import RetrievalConfig
 from seem_dagster.graph.entities import entity_id, normalise
+from seem_dagster.retrieval import reasons
 from seem_dagster.retrieval.index import MemoryIndex
 from seem_dagster.retrieval.query import named_speakers
+from seem_dagster.retrieval.reasons import Reason
 from seem_dagster.retrieval.rerank import FACT_FEATURES, Signals, bundled_model, feature_matrix, reorder
 from seem_dagster.schemas import Episodes, Facts, Passages
 
@@ -48,7 +50,7 @@ class Seed:
 class Ranked:
     passage_id: str
     score: float
-    reason: str
+    reason: Reason
 
 
 @dataclass
@@ -170,15 +172,15 @@ def retrieve(
             pid = ids[i]
             if pid in seed_source:
                 s = seed_source[pid]
-                reason = f"seed fact ({s.subject}; {s.relation}; {s.object}) score {s.score:.2f}; pagerank {pr[i]:.4f}"
+                reason = Reason(reasons.SEED_FACT, pagerank=float(pr[i]), fact=(s.subject, s.relation, s.object), fact_score=s.score)
             else:
-                reason = f"pagerank {pr[i]:.4f}"
+                reason = Reason(reasons.PAGERANK, pagerank=float(pr[i]))
             ranked.append(Ranked(pid, float(pr[i]), reason))
         mode = "graph"
     else:
         order = np.argsort(-prior, kind="stable")
-        note = " (no usable fact)" if config.use_graph else ""
-        ranked = [Ranked(ids[i], float(prior[i]), f"direct match {prior[i]:.3f}{note}") for i in order]
+        ranked = [Ranked(ids[i], float(prior[i]), Reason(reasons.DIRECT, match=float(prior[i]), no_usable_fact=config.use_graph))
+                  for i in order]
         mode = "dense"
     used: list[int] = []
     if config.use_rpe and not (several and config.list_breadth):
@@ -199,7 +201,7 @@ def rerank(index: MemoryIndex, ranked: list[Ranked], signals: Signals, question:
         raise ValueError("the reranker reads the facts' match, which this retrieval did not compute (use_graph and fact_key_weight are off)")
     head = ranked[: config.rerank_depth]
     order = reorder(model, rerank_features(index, head, signals, question, several))
-    moved = [Ranked(head[i].passage_id, head[i].score, f"{head[i].reason}; reranked from {i + 1}") if i != at else head[i]
+    moved = [Ranked(head[i].passage_id, head[i].score, head[i].reason.reranked(i + 1)) if i != at else head[i]
              for at, i in enumerate(order)]
     return moved + ranked[config.rerank_depth:]
 
@@ -237,13 +239,13 @@ def expand(index: MemoryIndex, ranked: list[Ranked], config: RetrievalConfig) ->
         taken |= {b.passage_id for b in brought}
         kept = [b for b in brought if rank_of.get(b.passage_id, len(ranked)) < config.rpe_within]
         expansions += kept
-        if episode is not None and any(b.reason.startswith("episode ") for b in kept):
+        if episode is not None and any(b.reason.kind == reasons.EPISODE for b in kept):
             used.append(episode)  # only an episode that brought a turn is one the context describes
     if config.rpe_head_replies and config.rpe_follow_reply:
         # A question among the best matches ("And the pottery?") is answered by the turn after it.
         refs = index.source_refs
         replies = _replies_to(index, [r.passage_id for r in head], set(taken))
-        expansions += [Ranked(p, 0.0, f"answers {refs[q]}, a question among the top passages") for p, q in replies.items()
+        expansions += [Ranked(p, 0.0, Reason(reasons.ANSWERS_TOP, question=refs[q])) for p, q in replies.items()
                        if rank_of.get(p, len(ranked)) < config.rpe_within]
     placed = {r.passage_id for r in head} | {b.passage_id for b in expansions}
     return head + expansions + [r for r in ranked if r.passage_id not in placed], used
@@ -270,13 +272,13 @@ def _expansions(index: MemoryIndex, anchor: Ranked, taken: set[str], config: Ret
     out = []
     for p in sorted(chosen, key=index.position.get):
         if p in episode_members:
-            why = f"episode {index.episodes[Episodes.episode_id][ep]} expanded from anchor {refs[pid]}"
+            why = Reason(reasons.EPISODE, episode=index.episodes[Episodes.episode_id][ep], anchor=refs[pid])
         elif p in named:
-            why = f"names {named[p]}, as anchor {refs[pid]} does"
+            why = Reason(reasons.NAME_LINK, name=named[p], anchor=refs[pid])
         elif p in replies and replies[p] in named:
-            why = f"answers {refs[replies[p]]}, which names {named[replies[p]]} as anchor {refs[pid]} does"
+            why = Reason(reasons.ANSWERS_NAME_LINK, question=refs[replies[p]], name=named[replies[p]], anchor=refs[pid])
         else:
-            why = f"same-session neighbour of anchor {refs[pid]}"
+            why = Reason(reasons.NEIGHBOUR, anchor=refs[pid])
         out.append(Ranked(p, anchor.score, why))
     return out, ep
 

@@ -41,7 +41,7 @@ def retrieved_context(
             answers.append((q[Questions.question_id], q[Questions.question], (answered.answer or {}).get("answer"), q[Questions.answer]))
         top = answered.result.ranked[: seem.query.k]
         for rank, item in enumerate(top, start=1):
-            rows.append((q[Questions.question_id], rank, item.passage_id, refs[item.passage_id], item.score, item.reason))
+            rows.append((q[Questions.question_id], rank, item.passage_id, refs[item.passage_id], item.score, str(item.reason)))
         gold = set(q[Questions.evidence])
         if gold:
             found = {refs[i.passage_id] for i in top[:10]}
