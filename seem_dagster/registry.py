@@ -12,23 +12,27 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from seem_dagster.config import IngestConfig, SeemConfig
+from seem_dagster.forgetting.tombstones import drop_forgotten
 from seem_dagster.ingest import InputError, load_input
 from seem_dagster.pipeline.stages import MEMORY_TABLES, stage_config
 from seem_dagster.store.snapshot import SnapshotError, check_consistent, read_footers
 from seem_dagster.store.sources import Source, pending_path, published_source, read_source, register
 
 EMPTY = "empty"
+FORGOTTEN = "forgotten"  # every turn of it was forgotten: nothing to build
 
 
 @dataclass(frozen=True)
 class Registered:
     conversation_id: str
-    status: str  # "new" | "changed" | "unchanged"; "empty": every turn was empty and skipped, nothing registered
+    status: str  # "new" | "changed" | "unchanged"; "empty": every turn was empty and skipped, "forgotten": every turn
+    # was forgotten (Memory.forget): nothing registered for either
     fingerprint: str
     passages: int
     skipped: tuple[str, ...]
     excluded: int = 0  # turns by speakers outside IngestConfig.only_speakers
     waiting: bool = False  # this registration was already waiting for a build (asked for, not published yet)
+    forgotten: int = 0  # turns left out because they were forgotten (their tombstones match them)
 
 
 def register_file(
@@ -48,6 +52,9 @@ def register_file(
     options = options or IngestConfig()
     emptied = []
     parsed = load_input(path, fmt, options, questions=questions, conversations=conversations, emptied=emptied)
+    forgotten = {conv.conversation_id: drop_forgotten(root, conv) for conv in parsed}
+    gone = [conv for conv in parsed if conv.passages.is_empty()]
+    parsed = [conv for conv in parsed if not conv.passages.is_empty()]
     sources = [
         Source(
             conversation_id=conv.conversation_id,
@@ -64,14 +71,16 @@ def register_file(
     for conv, source in zip(parsed, sources):
         status, waiting = register(root, source)
         out.append(Registered(conv.conversation_id, status, source.fingerprint, conv.passages.height, tuple(conv.skipped),
-                              conv.excluded, waiting))
+                              conv.excluded, waiting, forgotten[conv.conversation_id]))
     out += [Registered(conv.conversation_id, EMPTY, conv.fingerprint, 0, tuple(conv.skipped)) for conv in emptied]
+    out += [Registered(conv.conversation_id, FORGOTTEN, conv.fingerprint, 0, tuple(conv.skipped), conv.excluded,
+                       forgotten=forgotten[conv.conversation_id]) for conv in gone]
     return out
 
 
 def to_build(registered: list[Registered]) -> list[Registered]:
     """The registered conversations there is something to build for."""
-    return [r for r in registered if r.status != EMPTY]
+    return [r for r in registered if r.status not in (EMPTY, FORGOTTEN)]
 
 
 def absolute(path) -> str:
@@ -115,8 +124,10 @@ def inputs_changed(root, conversation_ids: list[str]) -> dict[str, str]:
         groups.setdefault(key, []).append((cid, source))
     for (path, fmt, questions, _), members in groups.items():
         try:
-            parsed = {c.conversation_id: c.fingerprint
-                      for c in load_input(path, fmt, members[0][1].ingest, questions=questions, emptied=[])}
+            loaded = load_input(path, fmt, members[0][1].ingest, questions=questions, emptied=[])
+            for conv in loaded:
+                drop_forgotten(root, conv)
+            parsed = {c.conversation_id: c.fingerprint for c in loaded if not c.passages.is_empty()}
         except (InputError, OSError) as err:
             out |= {cid: f"{path} cannot be read as it was: {err}" for cid, _ in members}
             continue

@@ -57,7 +57,7 @@ def schema_result(model, frame: pl.DataFrame) -> AssetCheckResult:
             severity=AssetCheckSeverity.ERROR,
             metadata={
                 "failures": MetadataValue.int(cases.height),
-                "failure_cases": MetadataValue.md(markdown_table(cases.cast(pl.String, strict=False), rows=20)),
+                "failure_cases": MetadataValue.md(markdown_table(cases.cast(pl.String, strict=False), rows=20, text=["failure_case"])),
             },
         )
     return AssetCheckResult(passed=True, metadata={"rows": MetadataValue.int(frame.height)})

@@ -27,6 +27,8 @@ class RunOutcome:
     run_id: str
     step_seconds: dict[str, float] | None = None  # Dagster step key -> duration of its successful run
     log_path: str | None = None  # a failed run's whole event log, stack traces included
+    # asset -> its materialization's numeric metadata (rows, extracted, cache hits, ...), as the UI shows it
+    materialized: dict[str, dict[str, float]] | None = None
 
 
 # An in-memory instance keeps every run's events (about 0.4 MB a run): a build of thousands of
@@ -78,6 +80,18 @@ def _failure_message(result) -> str:
     return "run failed"
 
 
+def _materialized(result) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for event in result.all_events:
+        if event.event_type_value != "ASSET_MATERIALIZATION":
+            continue
+        materialization = event.event_specific_data.materialization
+        numbers = {k: v.value for k, v in materialization.metadata.items()
+                   if isinstance(getattr(v, "value", None), int | float) and not isinstance(v.value, bool)}
+        out.setdefault(materialization.asset_key.to_user_string(), {}).update(numbers)
+    return out
+
+
 def _interrupted(result) -> bool:
     """Whether the run stopped because the process got SIGINT or SIGTERM."""
     for event in result.all_events:
@@ -89,11 +103,12 @@ def _interrupted(result) -> bool:
     return False
 
 
-def write_run_log(instance: DagsterInstance, run_id: str, folder: Path) -> Path:
-    """The run's event log as text, every error with its stack trace: what the console no longer prints."""
+def write_run_log(instance: DagsterInstance, run_id: str, folder: Path, conversation_id: str) -> Path:
+    """The run's event log as text, every error with its stack trace: what the console no longer prints.
+    Its first line names the conversation, so forgetting in it finds the log (``forgetting.sweep``)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{run_id}.log"
-    lines = []
+    lines = [f"# conversation {conversation_id}"]
     for entry in instance.all_logs(run_id):
         stamp = datetime.fromtimestamp(entry.timestamp, timezone.utc).isoformat(timespec="seconds")
         event = entry.dagster_event
@@ -283,7 +298,7 @@ def _run_each(job, recon, ids: list[str], *, instance, progress, log_level, run_
         }
         log_path = None
         if not result.success:
-            log_path = str(write_run_log(instance, result.run_id, Path(log_dir) if log_dir else default_log_dir()))
+            log_path = str(write_run_log(instance, result.run_id, Path(log_dir) if log_dir else default_log_dir(), cid))
         outcomes.append(RunOutcome(cid, result.success, None if result.success else _failure_message(result), result.run_id, steps,
-                                   log_path))
+                                   log_path, _materialized(result)))
     return outcomes

@@ -27,6 +27,12 @@ _PARSED_MAX = 2
 _READ: dict[tuple, tuple[tuple, tuple]] = {}
 
 
+def clear_parsed() -> None:
+    """Drop every parsed file this process keeps (after a forget: no copy of a forgotten turn stays in memory)."""
+    _PARSED.clear()
+    _READ.clear()
+
+
 def file_version(path: str | Path | UPath) -> tuple | None:
     """A local file's identity and version (device, inode, size, modification and change times in
     ns; a rewrite changes the change time even when it keeps size and modification time), or None

@@ -27,11 +27,12 @@ class Answered:
 
 def ask(
     index: MemoryIndex, question: str, date: datetime | None, extractor, embedder, config: RetrievalConfig,
-    *, budget_tokens: int, llm=None, as_of: datetime | None = None, property_lines: int = 0,
+    *, budget_tokens: int, llm=None, as_of: datetime | None = None, property_lines: int = 0, answer: bool = True,
 ) -> Answered:
     """``llm`` (an LlmSession) extracts the query facts and answers from the context; without it the
     embedded extractor reads the question and the evidence is the output. ``as_of`` answers from the
-    memory as it stood then; ``property_lines`` property histories (as of then) join the context."""
+    memory as it stood then; ``property_lines`` property histories (as of then) join the context;
+    ``answer`` False: the model (if any) reads the question but does not answer."""
     date = date or (as_of if as_of is not None else index.passages[Passages.timestamp].max())
     started = time.perf_counter()
     # Without query facts the question is not read at all: no parse, no model call.
@@ -45,8 +46,8 @@ def ask(
     seconds = time.perf_counter() - started
     histories = property_histories(index, [r.passage_id for r in result.ranked], as_of or date, property_lines)
     context = build_context(index, result, budget_tokens, histories=histories)
-    answer = llm.answer(question, date, context.text) if llm is not None else None
-    return Answered(question, date, result, context, seconds, answer, as_of)
+    reply = llm.answer(question, date, context.text) if llm is not None and answer else None
+    return Answered(question, date, result, context, seconds, reply, as_of)
 
 
 def passages_json(index: MemoryIndex, answered: Answered, k: int) -> list[dict]:

@@ -144,7 +144,8 @@ def publish(
         tables, footers = {}, {}
         for asset, (build, relative) in staged.items():
             footers[asset] = read_footer(resolve(root, relative))
-            tables[asset] = {"build_id": build, "path": relative, "fingerprint": footers[asset].get("fingerprint")}
+            tables[asset] = {"build_id": build, "path": relative, "fingerprint": footers[asset].get("fingerprint"),
+                             "rows": footers[asset].get("rows")}
         carried = []
         for asset, entry in current_tables.items():
             if asset in tables:
@@ -153,7 +154,8 @@ def publish(
                 footers[asset] = read_footer(resolve(root, entry["path"]))
             except FileNotFoundError:
                 continue  # reported below if the memory needs it
-            tables[asset] = {**{k: v for k, v in entry.items() if k != "legacy"}, "fingerprint": footers[asset].get("fingerprint")}
+            tables[asset] = {**{k: v for k, v in entry.items() if k != "legacy"}, "fingerprint": footers[asset].get("fingerprint"),
+                             "rows": footers[asset].get("rows")}
             carried.append(asset)
         dropped = _drop_stale(tables, footers, [a for a in carried if a not in required])
         carried = [a for a in carried if a not in dropped]
@@ -207,6 +209,43 @@ def _drop_stale(tables: dict[str, dict], footers: dict[str, dict], candidates: l
                 footers.pop(asset, None)
                 changed = True
     return dropped
+
+
+def retire_previous(root, conversation_id: str) -> int:
+    """Make the published memory the only one kept: the manifest no longer names the build it
+    replaced, and every other build of the conversation (kept for readers of the previous manifest,
+    unpublished, or still being written) is removed. What a forget ends with: a reader that opened
+    the previous manifest reads the current one again (``snapshot.read_published``). Returns builds removed."""
+    with publish_lock(root, conversation_id):
+        manifest = read_manifest(root, conversation_id)
+        if manifest is None:
+            return 0
+        if manifest.get("previous"):
+            manifest = {**manifest, "previous": None}
+            write_manifest(root, conversation_id, manifest)
+        keep, _ = _referenced(manifest)
+        base = as_root(root) / BUILDS / file_stem(conversation_id)
+        try:
+            candidates = sorted(p.name for p in base.iterdir())
+        except FileNotFoundError:
+            return 0
+        removed = 0
+        for build in candidates:
+            if build not in keep:
+                remove_tree(base / build)
+                removed += 1
+        return removed
+
+
+def remove_conversation_builds(root, conversation_id: str) -> int:
+    """Every build of the conversation, published or not (a whole conversation forgotten)."""
+    base = as_root(root) / BUILDS / file_stem(conversation_id)
+    try:
+        count = sum(1 for _ in base.iterdir())
+    except FileNotFoundError:
+        return 0
+    remove_tree(base)
+    return count
 
 
 # ---- tidying --------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import uuid
 import polars as pl
 from upath import UPath
 
-from seem_dagster.store.files import TEMP_PREFIX
+from seem_dagster.store.files import TEMP_PREFIX, remove_tree
 from seem_dagster.store.keys import file_stem
 from seem_dagster.store.snapshot import EXTENSION, SnapshotError, as_root, read_table, write_table
 
@@ -89,6 +89,45 @@ class ConversationCache:
         if stored is not None and stored.equals(frame):
             return
         write_table(self.path(kind, name), frame, {"cache": True})
+
+    def entries(self) -> list[tuple[str, str]]:
+        """(kind, folder name) of every cache this conversation has a table or segments in."""
+        base = self.root / FOLDER
+        if not base.exists():
+            return []
+        stem = file_stem(self.conversation_id)
+        found = []
+        for kind in sorted(p.name for p in base.iterdir() if p.is_dir()):
+            for name in sorted(p.name for p in (base / kind).iterdir() if p.is_dir()):
+                folder = base / kind / name
+                if (folder / (stem + EXTENSION)).exists() or (folder / (stem + PARTS)).exists():
+                    found.append((kind, name))
+        return found
+
+    def prune(self, kind: str, name: str, key: str, keep: set[str]) -> int:
+        """Keep only the rows whose ``key`` is in ``keep`` (segments folded in); returns rows removed.
+        ``name`` is the folder's name as ``entries`` gives it."""
+        frame = self.table(kind, name)
+        if frame is None:
+            return 0
+        kept = frame.filter(pl.col(key).is_in(list(keep)))
+        removed = frame.height - kept.height
+        segments = self._segments(self.path(kind, name))
+        if kept.height == 0:
+            self.remove(kind, name)
+        elif removed or segments:
+            write_table(self.path(kind, name), kept.unique(subset=key, keep="first", maintain_order=True), {"cache": True})
+            for p in segments:
+                p.unlink(missing_ok=True)
+        return removed
+
+    def remove(self, kind: str, name: str) -> bool:
+        """Delete the conversation's table of this cache and its segments."""
+        path = self.path(kind, name)
+        existed = path.exists()
+        path.unlink(missing_ok=True)
+        remove_tree(path.parent / (path.name[: -len(EXTENSION)] + PARTS))
+        return existed
 
     def kv(self, kind: str, name: str) -> dict[str, str]:
         frame = self.table(kind, name)

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import Iterator
 from pathlib import PurePosixPath
 
 from upath import UPath
 
-from seem_dagster.store.files import as_root, is_local, write_bytes_atomic
+from seem_dagster.store.files import as_root, exclusive, write_bytes_atomic
 from seem_dagster.store.keys import file_stem
 
 FOLDER = "_manifests"
@@ -81,16 +80,12 @@ def publish_lock(root, conversation_id: str) -> Iterator[None]:
     """One publisher of a conversation at a time, so two runs finishing together cannot lose each
     other's tables. Local stores: an advisory lock file. Object stores have no such lock; there the
     last of two simultaneous publishes of one conversation wins (each is whole)."""
-    folder = manifest_path(root, conversation_id).parent
-    if not is_local(folder):
+    with exclusive(manifest_path(root, conversation_id).parent, file_stem(conversation_id)):
         yield
-        return
-    import fcntl
 
-    os.makedirs(folder.path, exist_ok=True)
-    fd = os.open(os.path.join(folder.path, f".{file_stem(conversation_id)}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
+
+def published_rows(root, conversation_id: str, asset: str = "passages") -> int | None:
+    """Rows of a published table as its manifest records them (None: nothing published, or an older manifest)."""
+    manifest = read_manifest(root, conversation_id)
+    entry = (manifest or {}).get("tables", {}).get(asset) or {}
+    return entry.get("rows")

@@ -38,7 +38,7 @@ from seem_dagster.store.manifest import InconsistentSnapshot, SnapshotError, rea
 __all__ = [
     "EXTENSION", "FOOTER_KEY", "TEMP_PREFIX", "SnapshotError", "InconsistentSnapshot", "as_root", "table_path", "legacy_path",
     "staged_path", "write_table", "read_footer", "read_table", "read_table_with_footer", "content_fingerprint",
-    "write_snapshot", "check_consistent", "read_footers", "read_snapshot",
+    "write_snapshot", "check_consistent", "read_footers", "read_snapshot", "read_published",
 ]
 
 EXTENSION = ".parquet"
@@ -144,6 +144,7 @@ def write_snapshot(
         "conversation_id": conversation_id,
         "build_id": build_id,
         "fingerprint": content_fingerprint(frame.to_arrow()),
+        "rows": frame.height,
         "upstream": dict(sorted(upstream.items())),
         "stage": stage,
         "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -217,7 +218,13 @@ def _with_lineage(footers: dict[str, dict], footer_of: Callable[[str], dict | No
 
 
 def read_snapshot(root: str | os.PathLike | UPath, conversation_id: str, assets: Iterable[str]) -> dict[str, pl.DataFrame]:
-    """Read several tables of one conversation's published memory, made from each other.
+    """Several tables of one conversation's published memory, made from each other (``read_published``)."""
+    return read_published(root, conversation_id, assets)[0]
+
+
+def read_published(root: str | os.PathLike | UPath, conversation_id: str, assets: Iterable[str]) -> tuple[dict[str, pl.DataFrame], dict | None]:
+    """Several tables of one conversation's published memory, made from each other, and the manifest
+    they were read through (None for a store written before manifests).
 
     Follows the manifest, so a build that is running, failed or was killed half-way is never seen.
     Raises SnapshotError when a table is missing, InconsistentSnapshot when the tables were not made
@@ -227,22 +234,22 @@ def read_snapshot(root: str | os.PathLike | UPath, conversation_id: str, assets:
     for _ in range(READ_ATTEMPTS):
         manifest = read_manifest(root, conversation_id)
         if manifest is None:
-            return _read_unpublished(root, conversation_id, assets)
+            return _read_unpublished(root, conversation_id, assets), None
         paths = _paths(root, conversation_id, manifest, assets)
         try:
             read = {a: read_table_with_footer(p) for a, p in paths.items()}
-        except SnapshotError:
+
+            def footer_of(asset: str, manifest=manifest) -> dict | None:
+                entry = manifest["tables"].get(asset)
+                return read_footer(resolve(root, entry["path"])) if entry else None
+
+            lineage = _with_lineage({a: footer for a, (_, footer) in read.items()}, footer_of)
+        except (SnapshotError, FileNotFoundError):
             if read_manifest(root, conversation_id) != manifest:
-                continue  # its files were removed after newer builds were published: read the newest
+                continue  # its files were removed after newer builds were published (or a forget): read the newest
             raise
-        frames = {a: frame for a, (frame, _) in read.items()}
-
-        def footer_of(asset: str, manifest=manifest) -> dict | None:
-            entry = manifest["tables"].get(asset)
-            return read_footer(resolve(root, entry["path"])) if entry else None
-
-        check_consistent(conversation_id, _with_lineage({a: footer for a, (_, footer) in read.items()}, footer_of))
-        return frames
+        check_consistent(conversation_id, lineage)
+        return {a: frame for a, (frame, _) in read.items()}, manifest
     raise SnapshotError(f"conversation {conversation_id!r}: its memory was republished {READ_ATTEMPTS} times while reading; retry")
 
 

@@ -87,7 +87,7 @@ def extract_frames(context: AssetExecutionContext, passages, seem: ResourceParam
         value(frames),
         output_name="event_frames",
         metadata={
-            **table_metadata(all_frames, [EventFrames.passage_id, EventFrames.summary]),
+            **table_metadata(all_frames, [EventFrames.passage_id, EventFrames.summary], text=[EventFrames.summary]),
             "extractor": MetadataValue.text(built[keys[0]].extractor),
             "partitions_in_this_step": MetadataValue.int(len(keys)),
             "cache_hits": MetadataValue.int(all_frames.height - extracted),
@@ -103,7 +103,8 @@ def extract_frames(context: AssetExecutionContext, passages, seem: ResourceParam
         value(facts),
         output_name="facts",
         metadata={
-            **table_metadata(all_facts, [Facts.subject, Facts.relation, Facts.object, Facts.time, Facts.time_text]),
+            **table_metadata(all_facts, [Facts.passage_id, Facts.subject, Facts.relation, Facts.object, Facts.time, Facts.time_text],
+                              text=[Facts.subject, Facts.relation, Facts.object, Facts.time_text]),
             "with_time": MetadataValue.int(all_facts.filter(pl.col(Facts.time).is_not_null()).height),
         },
     )
@@ -126,7 +127,8 @@ def extract_frames(context: AssetExecutionContext, passages, seem: ResourceParam
             "completion_tokens": MetadataValue.int(completion_tokens),
             "tokens_per_passage": MetadataValue.float(round((prompt_tokens + completion_tokens) / fresh, 1) if fresh else 0.0),
             "failures": MetadataValue.md(
-                markdown_table(failed, [LlmCalls.item_id, LlmCalls.status, LlmCalls.error, LlmCalls.raw], rows=20, width=200)
+                markdown_table(failed, [LlmCalls.item_id, LlmCalls.status, LlmCalls.error, LlmCalls.raw], rows=20, width=200,
+                               text=[LlmCalls.error, LlmCalls.raw])
                 if failed.height else "no failures"
             ),
         },
@@ -142,7 +144,7 @@ def _properties_output(tables: dict, history: list, value) -> Output:
         output_name="properties",
         metadata={
             **table_metadata(everything, [Properties.entity, Properties.property, Properties.value, Properties.dtype,
-                                          Properties.valid_from, Properties.valid_to]),
+                                          Properties.valid_from, Properties.valid_to], text=[Properties.entity, Properties.value]),
             "single_valued_rows": MetadataValue.int(everything.filter(pl.col(Properties.single_valued)).height),
             "superseded_rows": MetadataValue.int(everything.filter(pl.col(Properties.valid_to).is_not_null()).height),
             "by_dtype": MetadataValue.json(dict(everything.group_by(Properties.dtype).len().sort(Properties.dtype).iter_rows())),
@@ -179,7 +181,7 @@ def episodes(context: AssetExecutionContext, event_frames: pl.DataFrame, passage
     yield Output(
         table,
         metadata={
-            **table_metadata(table, [Episodes.summary, Episodes.first_time, Episodes.last_time]),
+            **table_metadata(table, [Episodes.episode_id, Episodes.summary, Episodes.first_time, Episodes.last_time], text=[Episodes.summary]),
             "frames": MetadataValue.int(event_frames.height),
             # Of the memory, not of this run (an incremental run fuses only the new frames): each frame
             # either starts an episode or joins one.
@@ -211,14 +213,16 @@ def _llm_fusion_metadata(calls: pl.DataFrame) -> dict:
         "fusion_completion_tokens": MetadataValue.int(int(calls[LlmCalls.completion_tokens].sum() or 0)),
         "fusion_failures": MetadataValue.int(failed.height),
         "fusion_failures_table": MetadataValue.md(
-            markdown_table(failed, [LlmCalls.item_id, LlmCalls.prompt, LlmCalls.status, LlmCalls.error, LlmCalls.raw], rows=20, width=160)
+            markdown_table(failed, [LlmCalls.item_id, LlmCalls.prompt, LlmCalls.status, LlmCalls.error, LlmCalls.raw], rows=20, width=160,
+                           text=[LlmCalls.error, LlmCalls.raw])
             if failed.height else "no failures"
         ),
     }
 
 
 def _sample_markdown(table: pl.DataFrame, passages: pl.DataFrame, cross: list[bool]) -> str:
-    """The largest cross-session episode (else the largest), with all of its turns and dates."""
+    """The largest cross-session episode (else the largest), with all of its turns' refs, dates and speakers
+    (its summary and the turns' words as lengths: see ``defs.metadata``)."""
     if table.height == 0:
         return "no episodes"
     order = sorted(range(table.height), key=lambda i: (not cross[i], -len(table[Episodes.passage_ids][i])))
@@ -226,6 +230,6 @@ def _sample_markdown(table: pl.DataFrame, passages: pl.DataFrame, cross: list[bo
     turns = passages.filter(pl.col(Passages.passage_id).is_in(row[Episodes.passage_ids])).sort(
         Passages.session_index, Passages.turn_index
     )
-    return f"**{row[Episodes.summary]}**\n\n" + markdown_table(
-        turns, [Passages.source_ref, Passages.timestamp, Passages.speaker, Passages.text], rows=30, width=160
+    return f"**{row[Episodes.episode_id]}** ({len(row[Episodes.summary])}-character summary)\n\n" + markdown_table(
+        turns, [Passages.source_ref, Passages.timestamp, Passages.speaker, Passages.text], rows=30, width=160, text=[Passages.text]
     )

@@ -40,7 +40,7 @@ def build_graph(context: AssetExecutionContext, facts: pl.DataFrame, passages: p
         entities,
         output_name="entities",
         metadata={
-            **table_metadata(entities, [Entities.name, Entities.aliases]),
+            **table_metadata(entities, [Entities.entity_id, Entities.name, Entities.aliases], text=[Entities.name, Entities.aliases]),
             "merged_spellings": MetadataValue.int(int(entities[Entities.aliases].list.len().sum() or 0) - entities.height),
         },
     )

@@ -37,7 +37,7 @@ GROUP = "ingest"
 )
 def ingest_conversation(context: AssetExecutionContext, seem: ResourceParam[SeemConfig]):
     conversation_id = context.partition_key
-    source, conv = read_registered(seem.store.root, conversation_id)
+    source, conv, forgotten = read_registered(seem.store.root, conversation_id)
     options = source.ingest
     if conv.fingerprint != source.fingerprint:
         context.log.info(f"{source.path} changed since it was registered; building from its current content")
@@ -47,7 +47,7 @@ def ingest_conversation(context: AssetExecutionContext, seem: ResourceParam[Seem
         passages,
         output_name="passages",
         metadata={
-            **table_metadata(passages, [Passages.source_ref, Passages.speaker, Passages.timestamp, Passages.text]),
+            **table_metadata(passages, [Passages.source_ref, Passages.speaker, Passages.timestamp, Passages.text], text=[Passages.text]),
             "sessions": MetadataValue.int(passages[Passages.session_id].n_unique()),
             "speakers": MetadataValue.text(", ".join(sorted(passages[Passages.speaker].unique().to_list()))),
             "first_turn": MetadataValue.text(str(passages[Passages.timestamp].min())),
@@ -55,6 +55,8 @@ def ingest_conversation(context: AssetExecutionContext, seem: ResourceParam[Seem
             "skipped_empty_turns": MetadataValue.int(len(conv.skipped)),
             "skipped_detail": MetadataValue.md("\n".join(f"- {s}" for s in conv.skipped) or "none"),
             "excluded_turns": MetadataValue.int(conv.excluded),
+            # Turns of the input that a user had forgotten (Memory.forget, `seem forget`): their tombstones keep them out.
+            "forgotten_turns_left_out": MetadataValue.int(forgotten),
             "kept_speakers": MetadataValue.text(", ".join(options.only_speakers) if options.only_speakers else "all"),
             "source": MetadataValue.path(source.path),
             "format": MetadataValue.text(source.format),

@@ -14,8 +14,11 @@ from seem_dagster.config import SeemConfig
 from seem_dagster.defs.io_manager import build_chain
 from seem_dagster.defs.metadata import markdown_table
 from seem_dagster.defs.partitions import conversations
+from seem_dagster.forgetting import tombstones
 from seem_dagster.pipeline.stages import MEMORY_TABLES, QUERY_TABLES
-from seem_dagster.store.builds import publish
+from seem_dagster.store.builds import publish, staged_table
+from seem_dagster.store.files import remove_tree
+from seem_dagster.store.snapshot import build_folder, read_table
 
 
 def run_state(instance):
@@ -24,6 +27,21 @@ def run_state(instance):
         return None if run is None else not run.is_finished
 
     return state
+
+
+def _refuse_forgotten(root, partition: str, chain: list[str]) -> None:
+    """A build that read its input before a forget of some of its turns must not publish them: its
+    tables are removed (they hold the turns) and the step fails; the next build reads without them."""
+    stones = tombstones.read(root, partition)
+    path = staged_table(root, partition, chain, "passages") if stones else None
+    if path is None:
+        return
+    forgotten = int(stones.forgotten(read_table(path)).sum())
+    if forgotten:
+        for build in chain:
+            remove_tree(build_folder(root, partition, build))
+        raise RuntimeError(f"{forgotten} turns this build read were forgotten while it ran: nothing published, its tables "
+                           "removed; build the conversation again")
 
 
 @asset(
@@ -39,6 +57,7 @@ def memory(context: AssetExecutionContext, seem: ResourceParam[SeemConfig]):
     chain = build_chain(context.run, context.instance)
     for partition in context.partition_keys:
         interrupts.stop_if_received(f"{partition} was not published")
+        _refuse_forgotten(seem.store.root, partition, chain)
         with interrupts.deferred():  # a signal now takes effect once the manifest is written, not half-way
             done = publish(seem.store.root, partition, chain, MEMORY_TABLES, optional=QUERY_TABLES,
                            run_state=run_state(context.instance))

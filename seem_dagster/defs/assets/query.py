@@ -50,7 +50,7 @@ def retrieved_context(
     return Output(
         retrieved,
         metadata={
-            **table_metadata(retrieved, [Retrieved.question_id, Retrieved.rank, Retrieved.source_ref, Retrieved.reason]),
+            **table_metadata(retrieved, [Retrieved.question_id, Retrieved.rank, Retrieved.source_ref, Retrieved.reason], text=[Retrieved.reason]),
             "questions": MetadataValue.int(questions.height),
             "latency_p50_ms": MetadataValue.float(round(float(np.percentile(seconds, 50)) * 1000, 1) if seconds else 0.0),
             "latency_p95_ms": MetadataValue.float(round(float(np.percentile(seconds, 95)) * 1000, 1) if seconds else 0.0),
@@ -63,7 +63,7 @@ def retrieved_context(
 def _answer_metadata(answers: list[tuple], session: LlmSession) -> dict:
     frame = pl.DataFrame(answers, schema=["question_id", "question", "answer", "gold"], orient="row")
     return {
-        "answers": MetadataValue.md(markdown_table(frame, rows=30, width=120)),
+        "answers": MetadataValue.md(markdown_table(frame, rows=30, width=120, text=["answer"])),
         "answer_failures": MetadataValue.int(frame["answer"].null_count()),
         "llm_calls": MetadataValue.int(sum(r.calls for r in session.records)),
     }

@@ -1,0 +1,119 @@
+"""Reads that follow every publish: each conversation's memory is loaded once per published build.
+
+A read first looks at the conversation's manifest (one small file) and reuses what it loaded when
+the manifest names the same tables; otherwise it loads the tables the new manifest names (a
+consistent snapshot, ``store.snapshot.read_published``) and keeps them. A long-lived reader (an
+agent's `Memory`, the MCP server) therefore answers from each new publish at its next call, and each
+call from one whole memory, never a mix of two builds. Loading one conversation happens once even
+when several threads ask at the same time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from dataclasses import dataclass
+
+from seem_dagster.config import SqlConfig
+from seem_dagster.retrieval.index import MemoryIndex
+from seem_dagster.retrieval.load import TABLES, load_published_index
+from seem_dagster.sql.memory import SqlMemory, load_tables
+from seem_dagster.store.manifest import read_manifest
+from seem_dagster.store.snapshot import legacy_path, read_footers
+from seem_dagster.store.sources import registered_conversations
+
+
+def memory_key(root, conversation_id: str) -> str | None:
+    """What identifies the conversation's published memory now (None: none is published). Cheap: the
+    manifest alone (a store written before manifests: its tables' footers)."""
+    manifest = read_manifest(root, conversation_id)
+    if manifest is not None:
+        return _digest(manifest["tables"])
+    if not legacy_path(root, "passages", conversation_id).exists():
+        return None
+    return _digest({a: f.get("fingerprint") for a, f in read_footers(root, conversation_id, TABLES).items()})
+
+
+def _digest(value) -> str:
+    return hashlib.blake2b(json.dumps(value, sort_keys=True, default=str).encode(), digest_size=16).hexdigest()
+
+
+@dataclass
+class Loaded:
+    key: str
+    index: MemoryIndex
+    build_id: str
+
+
+@dataclass
+class SqlView:
+    key: tuple
+    memory: SqlMemory
+    lock: threading.Lock
+
+
+class Published:
+    def __init__(self, root, sql: SqlConfig):
+        self.root = root
+        self.sql_config = sql
+        self._indexes: dict[str, Loaded] = {}
+        self._sql: dict[str | None, SqlView] = {}
+        self._locks: dict[object, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def _lock(self, key) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(key, threading.Lock())
+
+    def index(self, conversation_id: str) -> Loaded | None:
+        """The conversation's memory as published now, or None when it has none."""
+        key = memory_key(self.root, conversation_id)
+        if key is None:
+            self._indexes.pop(conversation_id, None)
+            return None
+        held = self._indexes.get(conversation_id)
+        if held is not None and held.key == key:
+            return held
+        with self._lock(conversation_id):
+            held = self._indexes.get(conversation_id)
+            if held is not None and held.key == key:
+                return held
+            index, manifest = load_published_index(self.root, conversation_id)
+            loaded_key = _digest(manifest["tables"]) if manifest is not None else key
+            held = Loaded(loaded_key, index, manifest["build_id"] if manifest is not None else "before manifests")
+            self._indexes[conversation_id] = held
+            return held
+
+    def sql(self, conversation_id: str | None) -> SqlView:
+        """The SQL views of one conversation, or of every conversation with a memory (None)."""
+        scope = [conversation_id] if conversation_id is not None else registered_conversations(self.root)
+        key = tuple((c, memory_key(self.root, c)) for c in scope)
+        held = self._sql.get(conversation_id)
+        if held is not None and held.key == key:
+            return held
+        with self._lock(("sql", conversation_id)):
+            held = self._sql.get(conversation_id)
+            if held is not None and held.key == key:
+                return held
+            view = SqlView(key, SqlMemory(load_tables(self.root, conversation_id), self.sql_config), threading.Lock())
+            self._sql[conversation_id] = view
+            if held is not None:
+                with held.lock:  # a query on the older views finishes first
+                    held.memory.close()
+            return view
+
+    def forget(self, conversation_id: str) -> None:
+        """Drop what was loaded of the conversation (its memory changed or went)."""
+        self._indexes.pop(conversation_id, None)
+        for scope in [s for s in self._sql if s in (None, conversation_id)]:
+            view = self._sql.pop(scope)
+            with view.lock:
+                view.memory.close()
+
+    def close(self) -> None:
+        for view in self._sql.values():
+            with view.lock:
+                view.memory.close()
+        self._sql.clear()
+        self._indexes.clear()
