@@ -95,64 +95,57 @@ def _llm_summary(store: str, conversation_id: str) -> str | None:
 BUILD_FLAGS = (STORE, *INGEST_FLAGS, *LLM_FLAGS)
 
 
+def _memory(resolved):
+    from seem_dagster.memory import Memory
+
+    return Memory(resolved)
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from seem_dagster.config import ConfigError
     from seem_dagster.ingest import InputError
-    from seem_dagster.registry import EMPTY, register_file, to_build
+    from seem_dagster.memory.writes import BuildsFailed
 
     try:
         resolved = _resolve(args, BUILD_FLAGS)
     except ConfigError as err:
         return _fail(str(err), EXIT_INPUT)
-    config = resolved.config
-    store = config.store.root
+    store = resolved.config.store.root
+    failed = None
     try:
-        registered = register_file(store, args.input, args.format, config.ingest, questions=args.questions,
-                                   conversations=args.conversation)
+        results = _memory(resolved).add_file(args.input, args.format, questions=args.questions, conversations=args.conversation,
+                                             rebuild=args.rebuild, progress=not args.quiet)
     except InputError as err:
         return _fail(str(err), EXIT_INPUT)
-    for reg in registered:
-        for skipped in reg.skipped:
+    except ConfigError as err:  # an executor that cannot run here (its extra missing, no shared instance)
+        return _fail(str(err), EXIT_INPUT)
+    except BuildsFailed as err:
+        results, failed = err.results, err
+    for r in results:
+        for skipped in r.skipped:
             print(f"seem: skipped (ingest.allow_empty_turns): {skipped}", file=sys.stderr)
-        if reg.status == EMPTY:
-            print(f"seem: skipped conversation {reg.conversation_id}: every turn is empty, nothing to build", file=sys.stderr)
-    registered = to_build(registered)
-    if not registered:
+        if r.status == "empty":
+            print(f"seem: skipped conversation {r.conversation_id}: every turn is empty, nothing to build", file=sys.stderr)
+        elif r.status == "forgotten":
+            print(f"seem: skipped conversation {r.conversation_id}: every turn of it was forgotten ({r.forgotten} left out), "
+                  "nothing to build", file=sys.stderr)
+    built = [r for r in results if r.status not in ("empty", "forgotten")]
+    if not built and not any(r.status == "forgotten" for r in results):
         return _fail(f"{args.input}: no conversation with a non-empty turn to build", EXIT_INPUT)
-    from seem_dagster.defs.assemble import build_defs
-    from seem_dagster.defs.runner import build_conversations, default_log_dir
-    from seem_dagster.registry import absolute, why_rebuild
-
-    # An unchanged conversation whose memory is current would be rebuilt into the same memory: each
-    # step reuses its tables, but a run still costs seconds (a nightly corpus, most of an hour).
-    current = set() if args.rebuild else {r.conversation_id for r in registered
-                                          if r.status == "unchanged" and why_rebuild(store, r.conversation_id, config) is None}
-    todo = [r for r in registered if r.conversation_id not in current]
-    source = {"seem/source": absolute(args.input)}
-    outcomes = {}
-    if todo:
-        try:
-            done = build_conversations(build_defs(resolved), [r.conversation_id for r in todo], progress=not args.quiet,
-                                       config=resolved, log_dir=default_log_dir(store), tags={r.conversation_id: source for r in todo})
-        except ConfigError as err:  # an executor that cannot run here (its extra missing, no shared instance)
-            return _fail(str(err), EXIT_INPUT)
-        outcomes = {o.conversation_id: o for o in done}
-    for reg in registered:
-        excluded = f"; {reg.excluded} turns by other speakers left out (ingest.only_speakers)" if reg.excluded else ""
-        if reg.conversation_id in current:
-            print(f"{reg.conversation_id}: {reg.passages} passages (unchanged{excluded}; its memory is current: not rebuilt, "
+    for r in built:
+        excluded = f"; {r.excluded} turns by other speakers left out (ingest.only_speakers)" if r.excluded else ""
+        excluded += f"; {r.forgotten} forgotten turns left out" if r.forgotten else ""
+        if r.status == "current":
+            print(f"{r.conversation_id}: {r.passages} passages (unchanged{excluded}; its memory is current: not rebuilt, "
                   "--rebuild to build it anyway)")
             continue
-        print(f"{reg.conversation_id}: {reg.passages} passages ({reg.status}{excluded})")
-        summary = _llm_summary(store, reg.conversation_id) if outcomes[reg.conversation_id].success else None
+        print(f"{r.conversation_id}: {r.passages} passages ({'failed' if r.status == 'failed' else r.status}{excluded})")
+        summary = _llm_summary(store, r.conversation_id) if r.build_id else None
         if summary:
             print(summary)
     print(f"store: {Path(store).resolve() if '://' not in store else store}")
-    failed = [o for o in outcomes.values() if not o.success]
-    if failed:
-        first = failed[0]
-        return _fail(f"{len(failed)} of {len(outcomes)} conversations failed; {first.conversation_id}: {first.error} "
-                     f"(nothing of it was published; the run's log: {first.log_path})", EXIT_RUN)
+    if failed is not None:
+        return _fail(str(failed), EXIT_RUN)
     return 0
 
 
@@ -186,12 +179,10 @@ def _query(args: argparse.Namespace) -> int:
     import json
     from datetime import datetime
 
-    from seem_dagster import backends
     from seem_dagster.config import ConfigError
     from seem_dagster.llm.engine import EngineError
-    from seem_dagster.retrieval.answer import ask, passages_json
+    from seem_dagster.memory import InvalidRequest, UnknownConversation
     from seem_dagster.retrieval.as_of import parse_as_of
-    from seem_dagster.retrieval.load import load_index
     from seem_dagster.store.keys import InvalidConversationId, check_conversation_id
     from seem_dagster.store.snapshot import SnapshotError
 
@@ -212,57 +203,36 @@ def _query(args: argparse.Namespace) -> int:
     except ValueError:
         raise QueryError(f"--as-of {args.as_of!r} is not an ISO date", EXIT_INPUT) from None
     try:
-        config = _resolve(args, QUERY_FLAGS).config
+        resolved = _resolve(args, QUERY_FLAGS)
     except ConfigError as err:
         raise QueryError(str(err), EXIT_INPUT) from None
-    store = config.store.root
+    config = resolved.config
     try:
-        index = load_index(store, args.conversation)
+        recall = _memory(resolved).query(args.conversation, args.question, date=date, as_of=as_of)
+    except UnknownConversation as err:
+        raise QueryError(str(err), EXIT_INPUT) from None
+    except InvalidRequest as err:
+        raise QueryError(str(err), EXIT_INPUT) from None
     except SnapshotError as err:
         raise QueryError(str(err), EXIT_RUN) from None
-    session = None
-    if config.llm.enabled:
-        from seem_dagster.llm.session import LlmSession
-
-        session = LlmSession(config.llm, store, args.conversation)
-    try:
-        answered = ask(
-            index, args.question, date, backends.extractor(config.extraction.extractor), backends.embedder(config.extraction.embedder),
-            config.retrieval, budget_tokens=config.query.budget_tokens, llm=session, as_of=as_of,
-            property_lines=config.properties.context_lines,
-        )
     except EngineError as err:
         raise QueryError(f"language model ({config.llm.backend} at {config.llm.base_url or config.llm.model}): {err}", EXIT_RUN) from None
-    answer = answered.answer or {}
-    llm_calls = None
-    if session is not None:
-        llm_calls = [{k: getattr(r, k) for k in ("prompt", "status", "cached", "calls", "prompt_tokens", "completion_tokens", "error")}
-                     for r in session.records]
-    items = passages_json(index, answered, config.query.k)
     if args.json:
-        print(json.dumps({
-            "question": args.question, "conversation_id": args.conversation, "date": answered.date.isoformat(),
-            "as_of": as_of.isoformat() if as_of else None,
-            "mode": answered.result.mode, "passages": items,
-            "seed_facts": [s.__dict__ for s in answered.result.seeds],
-            "context": answered.context.text, "context_tokens": answered.context.tokens,
-            "answer": answer.get("answer"), "answer_evidence": answer.get("evidence"),
-            "llm_calls": llm_calls,
-        }, indent=2, ensure_ascii=False))
+        print(json.dumps(recall.to_json(), indent=2, ensure_ascii=False))
         return 0
     memory = f"; the memory as it stood on {as_of:%Y-%m-%d}" if as_of else ""
-    print(f"Q: {args.question}  (asked {answered.date:%Y-%m-%d}{memory}, {answered.result.mode} retrieval, {answered.seconds * 1000:.0f} ms)\n")
-    for item in items:
-        print(f"{item['rank']:>3}. [{item['source_ref']}] {item['timestamp'][:10]} {item['speaker']}: {item['text']}")
-        print(f"     why: {item['reason']}")
-    print(f"\nContext ({answered.context.tokens} of {config.query.budget_tokens} tokens):\n" + answered.context.text)
-    if session is None:
+    print(f"Q: {args.question}  (asked {recall.date:%Y-%m-%d}{memory}, {recall.mode} retrieval, {recall.seconds * 1000:.0f} ms)\n")
+    for hit in recall.hits:
+        print(f"{hit.rank:>3}. [{hit.source_ref}] {hit.timestamp:%Y-%m-%d} {hit.speaker}: {hit.text}")
+        print(f"     why: {hit.reason}")
+    print(f"\nContext ({recall.context.tokens} of {config.query.budget_tokens} tokens):\n" + recall.context.text)
+    if recall.llm_calls is None:
         print("\n(no answering model configured: the evidence above is the output; see --backend)")
-    elif answered.answer is None:
-        failed = [r for r in session.records if r.status != "ok"]
-        print(f"\nA: (the model gave no valid answer: {failed[-1].error if failed else 'unknown'})")
+    elif recall.answer is None:
+        failed = [r for r in recall.llm_calls if r["status"] != "ok"]
+        print(f"\nA: (the model gave no valid answer: {failed[-1]['error'] if failed else 'unknown'})")
     else:
-        print(f"\nA: {answer['answer']}  (evidence: {', '.join(answer['evidence']) or 'none cited'})")
+        print(f"\nA: {recall.answer['answer']}  (evidence: {', '.join(recall.answer['evidence']) or 'none cited'})")
     return 0
 
 
@@ -271,50 +241,57 @@ SQL_FLAGS = (STORE, Shortcut("--max-rows", "sql.max_rows", metavar="N"), Shortcu
 
 def cmd_sql(args: argparse.Namespace) -> int:
     from seem_dagster.config import ConfigError
+    from seem_dagster.memory import InvalidRequest
     from seem_dagster.sql.guard import SqlRefused
-    from seem_dagster.sql.memory import SqlMemory
     from seem_dagster.sql.output import render, render_schema
     from seem_dagster.store.snapshot import SnapshotError
 
     if not args.schema and args.query is None:
         return _fail("give a query (one SELECT statement) or --schema", EXIT_INPUT)
     try:
-        config = _resolve(args, SQL_FLAGS).config
+        resolved = _resolve(args, SQL_FLAGS)
     except ConfigError as err:
         return _fail(str(err), EXIT_INPUT)
-    try:
-        memory = SqlMemory.open(config.store.root, args.conversation, config.sql)
-    except SnapshotError as err:
-        return _fail(str(err), EXIT_RUN)
-    with memory:
-        for cid, why in memory.skipped.items():
-            print(f"seem sql: {cid} left out: {why}", file=sys.stderr)
-        if args.schema:
-            print(render_schema(memory.describe(), "json" if args.format == "json" else "table"))
-            return 0
+    config = resolved.config
+    with _memory(resolved) as memory:
         try:
-            result = memory.query(args.query)
+            if args.schema:
+                described = memory.sql_schema(args.conversation)
+                _say_skipped(described.pop("skipped"))
+                print(render_schema(described, "json" if args.format == "json" else "table"))
+                return 0
+            result = memory.sql(args.query, args.conversation)
         except SqlRefused as err:
             return _fail(str(err), EXIT_INPUT)
+        except InvalidRequest as err:
+            return _fail(str(err), EXIT_INPUT if args.conversation is not None else EXIT_RUN)
+        except SnapshotError as err:
+            return _fail(str(err), EXIT_RUN)
+    _say_skipped(result.skipped)
     print(render(result, args.format, config.sql.max_rows))
     if result.truncated and args.format != "table":
         print(f"seem sql: cut at {config.sql.max_rows} rows (sql.max_rows)", file=sys.stderr)
     return 0
 
 
+def _say_skipped(skipped: dict) -> None:
+    for cid, why in skipped.items():
+        print(f"seem sql: {cid} left out: {why}", file=sys.stderr)
+
+
 def _tools(args: argparse.Namespace, shortcuts):
     """The memory tools over the store, or (None, exit code) after saying why not."""
     from seem_dagster.agent.tools import MemoryTools, ToolInputError
     from seem_dagster.config import ConfigError
-    from seem_dagster.store.sources import registered_conversations
 
     try:
-        config = _resolve(args, shortcuts).config
+        resolved = _resolve(args, shortcuts)
     except ConfigError as err:
         return None, _fail(str(err), EXIT_INPUT)
-    if not registered_conversations(config.store.root):
-        return None, _fail(f"no conversation in the store {config.store.root}: build one with `seem build`", EXIT_RUN)
-    tools = MemoryTools(config.store.root, config, None)
+    memory = _memory(resolved)
+    if not memory.conversations():
+        return None, _fail(f"no conversation in the store {resolved.config.store.root}: build one with `seem build`", EXIT_RUN)
+    tools = MemoryTools(memory, None)
     try:
         tools.default = tools.conversation(args.conversation) if args.conversation else None
     except ToolInputError as err:
@@ -379,6 +356,38 @@ def cmd_ask(args: argparse.Namespace) -> int:
             print(f"  [{call.turn}] {call.name}({call.arguments}){' -> error: ' + call.result if call.error else f' -> {len(call.result)} characters'}")
         print(f"\nA: {answered.answer}" if answered.answer else f"\nA: (no answer: {answered.stopped}; {answered.error})")
     return 0 if answered.answer is not None else EXIT_RUN
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    """Forget turns of one conversation; prints what was removed. Bad requests exit 2 and change nothing."""
+    import json
+
+    from seem_dagster.config import ConfigError
+    from seem_dagster.memory import BuildFailed, InvalidRequest
+
+    try:
+        resolved = _resolve(args, (STORE,))
+    except ConfigError as err:
+        return _fail(str(err), EXIT_INPUT)
+    try:
+        with _memory(resolved) as memory:
+            done = memory.forget(args.conversation, turns=args.turn, session_id=args.session, speaker=args.speaker, before=args.before)
+    except InvalidRequest as err:
+        return _fail(str(err), EXIT_INPUT)
+    except BuildFailed as err:
+        return _fail(str(err), EXIT_RUN)
+    if args.json:
+        print(json.dumps(done.to_json(), indent=2, ensure_ascii=False))
+    else:
+        refs = ", ".join(done.source_refs[:20]) + (f" and {len(done.source_refs) - 20} more" if len(done.source_refs) > 20 else "")
+        left = (f"{done.passages} turns remain, published as build {done.build_id[:8]}" if done.build_id
+                else "the whole conversation is gone from the store")
+        print(f"{done.conversation_id}: forgot {done.turns} turns ({refs}); {left} ({done.seconds:.1f} s)")
+        print("removed: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in done.removed.items()))
+        print("tombstones (ids and keyed hashes, no text) keep every later build from bringing them back")
+    for warning in done.warnings:
+        print(f"seem forget: warning: {warning}", file=sys.stderr)
+    return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -479,6 +488,18 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--json", action="store_true", help="print JSON: the answer, every model call and every tool call with its result")
     _add_config_flags(a, ASK_FLAGS)
     a.set_defaults(func=cmd_ask)
+
+    f = sub.add_parser("forget", help="forget turns of a conversation: from the memory, every cache, older build and log, "
+                       "and the Dagster instance")
+    f.add_argument("--conversation", required=True, metavar="ID")
+    f.add_argument("--turn", action="append", metavar="ID", help="a turn by the id its input gave it (D1:3, a JSONL id) or its "
+                   "passage id (repeatable)")
+    f.add_argument("--session", metavar="ID", help="the turns of this session")
+    f.add_argument("--speaker", metavar="NAME", help="the turns of this speaker")
+    f.add_argument("--before", metavar="DATE", help="the turns said before this ISO date or date-time")
+    f.add_argument("--json", action="store_true", help="print what was removed as JSON")
+    _add_config_flags(f, (STORE,))
+    f.set_defaults(func=cmd_forget)
 
     d = sub.add_parser("demo", help="build the bundled sample end to end and show what the memory holds")
     _add_config_flags(d, (STORE,))

@@ -5,7 +5,8 @@ import pytest
 
 from conftest import SAMPLE, SAMPLE_QUESTIONS, message, write_jsonl
 from seem_dagster.config import IngestConfig
-from seem_dagster.ingest import load_input
+from seem_dagster.evaluation.run import LONGMEMEVAL_TURN_CHARS
+from seem_dagster.ingest import InputError, load_input
 from seem_dagster.ingest.longmemeval import session_of
 from seem_dagster.schemas import Passages, Questions
 
@@ -45,8 +46,11 @@ def test_all_locomo_dev_conversations_validate(locomo_dev):
 
 
 def test_longmemeval_one_memory_per_question_without_leaking_session_ids(longmemeval_dev):
-    convs = load_input(longmemeval_dev, options=IngestConfig(allow_empty_turns=True))
-    assert len(convs) == 42
+    # The dev file has user turns of up to 76,560 characters: `seem eval longmemeval` reads it with LONGMEMEVAL_TURN_CHARS.
+    with pytest.raises(InputError, match=r"852ce960.*76560 characters, over the limit of 32000"):
+        load_input(longmemeval_dev, options=IngestConfig(allow_empty_turns=True))
+    convs = load_input(longmemeval_dev, options=IngestConfig(allow_empty_turns=True, max_turn_chars=LONGMEMEVAL_TURN_CHARS))
+    assert len(convs) == 105
     conv = convs[0]
     p, q = conv.passages, conv.questions
     Passages.validate(p)
@@ -63,12 +67,14 @@ def test_longmemeval_one_memory_per_question_without_leaking_session_ids(longmem
 
 
 def test_longmemeval_empty_turn_is_reported_not_silently_dropped(longmemeval_dev):
-    convs = load_input(longmemeval_dev, options=IngestConfig(allow_empty_turns=True), conversations=["gpt4_4edbafa2"])
+    convs = load_input(longmemeval_dev, options=IngestConfig(allow_empty_turns=True, max_turn_chars=LONGMEMEVAL_TURN_CHARS),
+                       conversations=["gpt4_4edbafa2"])
     assert convs[0].skipped == ["question 0 (gpt4_4edbafa2), session 26, turn 16 (sharegpt_XRsEKS0_0:16): empty text"]
 
 
 def test_longmemeval_verbatim_repeated_session_keeps_both_copies(longmemeval_dev):
-    (conv,) = load_input(longmemeval_dev, options=IngestConfig(allow_empty_turns=True), conversations=["1e043500"])
+    (conv,) = load_input(longmemeval_dev, options=IngestConfig(allow_empty_turns=True, max_turn_chars=LONGMEMEVAL_TURN_CHARS),
+                         conversations=["1e043500"])
     refs = conv.passages[Passages.source_ref]
     assert refs.str.starts_with("d5d1f9c4:").sum() == refs.str.starts_with("d5d1f9c4#2:").sum() > 0
     assert session_of("d5d1f9c4#2:3") == "d5d1f9c4"

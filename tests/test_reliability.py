@@ -164,9 +164,9 @@ def test_item5_a_missing_questions_file_is_bad_input(tmp_path, capsys):
 
 
 def test_item5_a_query_of_an_unbuilt_conversation_says_so_on_stdout_too(tmp_path, capsys):
-    assert main(["query", "--store", str(tmp_path), "--conversation", "nobody", "--json", "anything?"]) == 1
+    assert main(["query", "--store", str(tmp_path), "--conversation", "nobody", "--json", "anything?"]) == EXIT_INPUT
     out, err = capsys.readouterr()
-    assert "no snapshot of passages" in json.loads(out)["error"] and len(err.strip().splitlines()) == 1
+    assert json.loads(out)["error"] == "no memory of conversation 'nobody' in this store" and len(err.strip().splitlines()) == 1
 
 
 # ---- item 6: query arguments are checked -----------------------------------------------------------

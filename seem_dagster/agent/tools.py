@@ -1,9 +1,10 @@
-"""The five tools, over one store: what an agent may call, each bounded and validated.
+"""The five tools, over one `Memory`: what an agent may call, each bounded and validated.
 
 Every argument is treated as hostile: strings have length limits, counts have caps, dates must
-parse, conversation ids must be registered in the store, SQL goes through ``sql.guard`` and a locked
-DuckDB. A refused call raises ``ToolInputError`` with one line the agent can act on. Each
-conversation's tables are read once, from one consistent snapshot, at its first use.
+parse, conversation ids must have a memory in the store, SQL goes through ``sql.guard`` and a locked
+DuckDB. A refused call raises ``ToolInputError`` with one line the agent can act on, naming no
+conversation but the one it asked for. Reads go through `Memory`, so each call answers from the
+conversation's memory as published at that moment (a rebuild is seen at the next call).
 """
 
 from __future__ import annotations
@@ -15,21 +16,16 @@ from datetime import datetime
 
 import polars as pl
 
-from seem_dagster import backends
-from seem_dagster.config import SeemConfig
 from seem_dagster.graph.entities import normalise
+from seem_dagster.memory import InvalidRequest, Memory
 from seem_dagster.properties.as_of import held_on, history_lines
-from seem_dagster.retrieval.answer import ask, passages_json
 from seem_dagster.retrieval.as_of import parse_as_of
 from seem_dagster.retrieval.index import MemoryIndex
-from seem_dagster.retrieval.load import load_index
 from seem_dagster.schemas import Entities, Passages, Properties
 from seem_dagster.sql.guard import SqlRefused
-from seem_dagster.sql.memory import SqlMemory
 from seem_dagster.sql.output import as_records
 from seem_dagster.store.keys import InvalidConversationId, check_conversation_id
 from seem_dagster.store.snapshot import SnapshotError
-from seem_dagster.store.sources import registered_conversations
 
 MAX_TEXT = 2000
 MAX_NAME = 200
@@ -66,63 +62,63 @@ def _day(value: datetime | None) -> str | None:
 
 
 class MemoryTools:
-    def __init__(self, store: str, config: SeemConfig, conversation_id: str | None = None):
-        self.store = store
-        self.config = config
+    def __init__(self, memory: Memory, conversation_id: str | None = None):
+        self.memory = memory
+        self.store = memory.store
+        self.config = memory.config
         self.default = conversation_id
-        self._indexes: dict[str, MemoryIndex] = {}
-        self._sql: SqlMemory | None = None
 
     def close(self) -> None:
-        if self._sql is not None:
-            self._sql.close()
+        self.memory.close()
 
     # -- the scope -------------------------------------------------------------------------------
 
     def conversation(self, conversation_id: str | None) -> str:
-        """The conversation a call is about: the one named (registered in the store), else the
+        """The conversation a call is about: the one named (with a memory in the store), else the
         server's, else the store's only one."""
-        known = registered_conversations(self.store)
         if conversation_id is None or conversation_id == "":
             if self.default is not None:
                 return self.default
+            known = self.memory.conversations()
             if len(known) == 1:
                 return known[0]
-            raise ToolInputError(f"name a conversation_id: the store holds {len(known)} ({', '.join(known[:10])})")
+            raise ToolInputError(f"name a conversation_id: the store holds {len(known)} conversations")
         try:
             check_conversation_id(conversation_id)
         except InvalidConversationId as err:
             raise ToolInputError(f"conversation_id: {err}") from None
-        if conversation_id not in known:
-            raise ToolInputError(f"conversation_id {conversation_id[:80]!r} is not in this store; it holds {', '.join(known[:10])}")
+        if conversation_id not in self.memory.conversations():
+            raise ToolInputError(f"conversation_id {conversation_id[:80]!r} is not in this store")
         return conversation_id
 
     def index(self, conversation_id: str | None) -> MemoryIndex:
         cid = self.conversation(conversation_id)
-        if cid not in self._indexes:
-            try:
-                self._indexes[cid] = load_index(self.store, cid)
-            except SnapshotError as err:
-                raise ToolInputError(str(err)) from None
-        return self._indexes[cid]
+        try:
+            return self.memory.index(cid)
+        except (SnapshotError, InvalidRequest) as err:
+            raise ToolInputError(str(err)) from None
 
-    def sql_memory(self) -> SqlMemory:
-        if self._sql is None:
-            try:
-                self._sql = SqlMemory.open(self.store, self.default, self.config.sql)
-            except SnapshotError as err:
-                raise ToolInputError(str(err)) from None
-        return self._sql
+    def _sql(self, query: str) -> dict:
+        try:
+            return as_records(self.memory.sql(query, self.default))
+        except SqlRefused as err:
+            raise ToolInputError(str(err)) from None
+        except (SnapshotError, InvalidRequest) as err:
+            raise ToolInputError(str(err)) from None
 
     # -- the tools -------------------------------------------------------------------------------
 
     def schema(self) -> dict:
         """The SQL views and columns, the property names in use (with counts), and the limits."""
-        description = self.sql_memory().describe()
-        props = self.sql_memory().tables.get("properties")
-        names = props.group_by(Properties.property, Properties.single_valued).len().sort("len", descending=True).head(40) \
-            if props is not None else pl.DataFrame()
-        description["property_names"] = [{"property": p, "single_valued": s, "rows": n} for p, s, n in names.iter_rows()]
+        try:
+            description = self.memory.sql_schema(self.default)
+        except (SnapshotError, InvalidRequest) as err:
+            raise ToolInputError(str(err)) from None
+        description.pop("skipped", None)
+        names = self._sql(f"SELECT {Properties.property}, {Properties.single_valued}, count(*) AS n FROM properties "
+                          "GROUP BY 1, 2 ORDER BY n DESC, 1 LIMIT 40")["rows"] if "properties" in description["views"] else []
+        description["property_names"] = [{"property": r[Properties.property], "single_valued": r[Properties.single_valued], "rows": r["n"]}
+                                         for r in names]
         description["notes"] = ("properties: valid_to NULL = still holds; a single-valued property's later value supersedes the "
                                 "earlier (supersedes names the row it replaced); properties_on(day) = what held on a day")
         return description
@@ -194,11 +190,7 @@ class MemoryTools:
 
     def sql(self, query: str) -> dict:
         """One read-only SELECT over the memory's views (``schema`` lists them)."""
-        try:
-            result = self.sql_memory().query(_text(query, "query", self.config.sql.max_chars))
-        except SqlRefused as err:
-            raise ToolInputError(str(err)) from None
-        return as_records(result)
+        return self._sql(_text(query, "query", self.config.sql.max_chars))
 
     def search(self, question: str, date: str | None = None, k: int = 10, conversation_id: str | None = None) -> dict:
         """SEEM retrieval: the turns that answer ``question``, each with why it is there, and the
@@ -209,15 +201,17 @@ class MemoryTools:
             when = datetime.fromisoformat(_text(date, "date", 40)) if date else None
         except ValueError:
             raise ToolInputError(f"date {date[:40]!r} is not an ISO date (YYYY-MM-DD)") from None
-        index = self.index(conversation_id)
-        answered = ask(index, question, when, backends.extractor(self.config.extraction.extractor),
-                       backends.embedder(self.config.extraction.embedder), self.config.retrieval,
-                       budget_tokens=self.config.query.budget_tokens)
-        passages = passages_json(index, answered, k)
-        histories = history_lines(index.properties, [p["passage_id"] for p in passages], answered.date,
+        cid = self.conversation(conversation_id)
+        try:
+            recall = self.memory.query(cid, question, k=k, date=when, answer=False)
+            index = self.memory.index(cid)
+        except (SnapshotError, InvalidRequest) as err:
+            raise ToolInputError(str(err)) from None
+        passages = [h.to_json() for h in recall.hits]
+        histories = history_lines(index.properties, [h.passage_id for h in recall.hits], recall.date,
                                   limit=self.config.properties.context_lines, passages=index.passages) if index.properties is not None else []
-        return {"question": question, "date": answered.date.date().isoformat(), "passages": passages,
-                "seed_facts": [{"subject": s.subject, "relation": s.relation, "object": s.object, "time": s.time} for s in answered.result.seeds],
+        return {"question": question, "date": recall.date.date().isoformat(), "passages": passages,
+                "seed_facts": [{"subject": s.subject, "relation": s.relation, "object": s.object, "time": s.time} for s in recall.seed_facts],
                 "property_histories": histories}
 
 

@@ -46,6 +46,17 @@ def per_partition(check, *tables) -> AssetCheckResult:
     )
 
 
+def _values_as_lengths(cases: pl.DataFrame) -> pl.DataFrame:
+    """A failing value of a column (a turn's text, a name) shown as its length: the event log keeps no
+    words of the conversations (defs.metadata). A schema-level case (a missing column, a wrong type)
+    names the column, which stays."""
+    if "failure_case" not in cases.columns or "schema_context" not in cases.columns:
+        return cases
+    value = pl.col("failure_case")
+    return cases.with_columns(pl.when(pl.col("schema_context") == "Column")
+                              .then(pl.format("‹{} chars›", value.str.len_chars())).otherwise(value).alias("failure_case"))
+
+
 def schema_result(model, frame: pl.DataFrame) -> AssetCheckResult:
     try:
         model.validate(frame, lazy=True)
@@ -57,7 +68,7 @@ def schema_result(model, frame: pl.DataFrame) -> AssetCheckResult:
             severity=AssetCheckSeverity.ERROR,
             metadata={
                 "failures": MetadataValue.int(cases.height),
-                "failure_cases": MetadataValue.md(markdown_table(cases.cast(pl.String, strict=False), rows=20, text=["failure_case"])),
+                "failure_cases": MetadataValue.md(markdown_table(_values_as_lengths(cases.cast(pl.String, strict=False)), rows=20)),
             },
         )
     return AssetCheckResult(passed=True, metadata={"rows": MetadataValue.int(frame.height)})

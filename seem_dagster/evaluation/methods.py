@@ -36,12 +36,12 @@ from dataclasses import replace
 import numpy as np
 
 from seem_dagster.config import METHODS, PropertiesConfig, RetrievalConfig
-from seem_dagster.retrieval import reasons
+from seem_dagster.retrieval import answer, reasons
 from seem_dagster.retrieval.index import MemoryIndex
 from seem_dagster.retrieval.property_route import fuse, property_ranking
 from seem_dagster.retrieval.query import EncodedQuery
 from seem_dagster.retrieval.reasons import Reason
-from seem_dagster.retrieval.search import Ranked, RetrievalResult, inherit_replies, retrieve
+from seem_dagster.retrieval.search import Ranked, RetrievalResult, inherit_replies
 
 RRF_K = 60
 
@@ -105,11 +105,12 @@ def _hybrid_reply(share: float, stems: bool) -> Ranker:
 
 
 def _seem(config: RetrievalConfig) -> Ranker:
-    def rank(index: MemoryIndex, query: EncodedQuery) -> RetrievalResult:
-        return retrieve(index, query.vector, query.fact_vectors, config, question_text=query.question, unnamed=query.unnamed_vector,
-                        several=query.several)
+    """SEEM's retrieval under ``config``: the ranking `Memory.query` runs (retrieval.answer.rank)."""
 
-    return rank
+    def ranker(index: MemoryIndex, query: EncodedQuery) -> RetrievalResult:
+        return answer.rank(index, query, config)
+
+    return ranker
 
 
 def _seem_embedded_facts(config: RetrievalConfig) -> Ranker:

@@ -39,14 +39,13 @@ from seem_dagster.evaluation.scoring import (
 )
 from seem_dagster.ingest.longmemeval import session_of
 from seem_dagster.llm.session import LlmSession
+from seem_dagster.memory import Memory
 from seem_dagster.pipeline.embedding import cached_embedder, save_vectors
 from seem_dagster.pipeline.stages import MEMORY_TABLES
-from seem_dagster.registry import why_rebuild
 from seem_dagster.retrieval.context import build_context
 from seem_dagster.retrieval.index import fact_text
 from seem_dagster.retrieval.lexical import Bm25
-from seem_dagster.retrieval.load import load_index
-from seem_dagster.retrieval.query import encode_query, form_of
+from seem_dagster.retrieval.query import form_of
 from seem_dagster.schemas import Facts, Passages, Questions
 from seem_dagster.store.cache import ConversationCache
 from seem_dagster.store.files import write_bytes_atomic
@@ -55,6 +54,9 @@ from seem_dagster.store.snapshot import read_footers, read_table, table_path
 BENCHMARKS = ("locomo", "longmemeval")
 TRACE_QUERIES = 20  # queries per method traced for memory (tracemalloc slows them; not timed)
 DENSE_BUILD_SAMPLE = 500  # passages embedded uncached to time the dense baseline's build
+# LongMemEval_S's haystacks hold user turns of up to 76,560 characters (pasted documents and code):
+# the benchmark's protocol reads them whole, where a user's own input keeps ingest.max_turn_chars.
+LONGMEMEVAL_TURN_CHARS = 200_000
 PACKAGES = ("seem-dagster", "dagster", "polars", "igraph", "spacy", "torch", "sentence-transformers", "bm25s")
 
 
@@ -75,7 +77,7 @@ class EvalRun:
         values: dict = {"store.root": store}
         if self.benchmark == "longmemeval":
             # One public haystack turn is empty; it is skipped and reported, as `seem build` with ingest.allow_empty_turns.
-            values |= {"ingest.allow_empty_turns": True,
+            values |= {"ingest.allow_empty_turns": True, "ingest.max_turn_chars": LONGMEMEVAL_TURN_CHARS,
                        "ingest.only_speakers": ["user"] if config.evaluation.corpus == "user" else None}
         return Layer(f"seem eval {self.benchmark}", values)
 
@@ -124,42 +126,35 @@ def build_timings(store: str, conversation_id: str) -> dict | None:
     return record if builds == {record.get("build_id")} else None
 
 
-def build_memories(run: EvalRun, resolved: Resolved) -> dict:
-    """Build (or reuse) every conversation's memory; per-stage seconds per conversation."""
-    from seem_dagster.defs.assemble import build_defs
-    from seem_dagster.defs.runner import build_conversations
-    from seem_dagster.registry import register_file, to_build
+def build_memories(run: EvalRun, memory: Memory) -> dict:
+    """Build (or reuse) every conversation's memory through ``memory``; per-stage seconds per conversation."""
+    from seem_dagster.memory.writes import BuildsFailed
 
-    config = resolved.config
-    store = config.store.root
-    registered = to_build(register_file(store, run.data, run.benchmark, config.ingest, conversations=run.conversations))
+    store = memory.store
+    try:
+        results = memory.add_file(run.data, run.benchmark, conversations=run.conversations, progress=run.progress)
+    except BuildsFailed as err:
+        for r in err.results:
+            if r.status == "failed":
+                _build_record_path(store, r.conversation_id).unlink(missing_ok=True)
+        failed = [r for r in err.results if r.status == "failed"]
+        raise RuntimeError(f"{len(failed)} memory builds failed; {str(err).split('; ', 1)[1]}") from None
     builds: dict[str, dict] = {}
-    todo = []
-    for reg in registered:
-        record = _build_record_path(store, reg.conversation_id)
-        # A published memory passed every blocking check, whoever built it: rebuilding one made
-        # by `seem build` only to time it would cost a Dagster run per conversation.
-        if reg.status == "unchanged" and why_rebuild(store, reg.conversation_id, config) is None:
-            timed = build_timings(store, reg.conversation_id)
-            builds[reg.conversation_id] = {**(timed or {"passages": reg.passages, "excluded_turns": reg.excluded,
-                                                         "skipped_turns": list(reg.skipped)}), "cached": True, "timed": timed is not None}
-        else:
-            todo.append((reg, record))
-    if todo:
-        outcomes = build_conversations(build_defs(resolved), [reg.conversation_id for reg, _ in todo], progress=run.progress, config=resolved)
-        for (reg, record), outcome in zip(todo, outcomes):
-            if not outcome.success:
-                if record.exists():
-                    record.unlink()
-                continue
-            entry = {"build_id": outcome.run_id, "passages": reg.passages, "excluded_turns": reg.excluded,
-                     "skipped_turns": list(reg.skipped), "stage_seconds": outcome.step_seconds or {}}
-            write_bytes_atomic(record, json.dumps(entry, indent=2).encode())
-            builds[reg.conversation_id] = {**entry, "cached": False, "timed": True}
-        failed = [o for o in outcomes if not o.success]
-        if failed:
-            raise RuntimeError(f"{len(failed)} memory builds failed; {failed[0].conversation_id}: {failed[0].error}")
-    return {reg.conversation_id: builds[reg.conversation_id] for reg in registered}
+    for r in results:
+        if r.status in ("empty", "forgotten"):
+            continue
+        if r.status == "current":
+            # A published memory passed every blocking check, whoever built it: rebuilding one made
+            # by `seem build` only to time it would cost a Dagster run per conversation.
+            timed = build_timings(store, r.conversation_id)
+            builds[r.conversation_id] = {**(timed or {"passages": r.passages, "excluded_turns": r.excluded,
+                                                      "skipped_turns": list(r.skipped)}), "cached": True, "timed": timed is not None}
+            continue
+        entry = {"build_id": r.build_id, "passages": r.passages, "excluded_turns": r.excluded, "skipped_turns": list(r.skipped),
+                 "stage_seconds": r.step_seconds}
+        write_bytes_atomic(_build_record_path(store, r.conversation_id), json.dumps(entry, indent=2).encode())
+        builds[r.conversation_id] = {**entry, "cached": False, "timed": True}
+    return builds
 
 
 def _timed(fn):
@@ -186,7 +181,8 @@ def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
     ev = config.evaluation
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    builds, build_s = _timed(lambda: build_memories(run, resolved))
+    memory = Memory(resolved)
+    builds, build_s = _timed(lambda: build_memories(run, memory))
     extractor, embedder = backends.extractor(config.extraction.extractor), backends.embedder(config.extraction.embedder)
     methods = rankers(config.retrieval, ev.methods, config.properties)
     encoding = {m: query_encoding(config.retrieval, m) for m in methods}
@@ -205,7 +201,7 @@ def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
     all_passage_texts: list[str] = []
     query_started = time.perf_counter()
     for cid in _progress(list(builds), run.progress, desc="querying", unit="conversation"):
-        index = load_index(store, cid)
+        index = memory.index(cid)
         questions = read_table(table_path(store, "questions", cid))
         passages = index.passages
         ref_of = dict(zip(passages[Passages.passage_id].to_list(), passages[Passages.source_ref].to_list()))
@@ -222,7 +218,6 @@ def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
             index.embedded_fact_vectors = cached.encode(
                 [fact_text(*r) for r in index.facts.select(Facts.subject, Facts.relation, Facts.object).iter_rows()])
             save_vectors(vectors, cached)
-        speakers = index.speakers if config.retrieval.matches_unnamed else ()
         session = LlmSession(config.llm, store, cid) if config.llm.enabled else None
         qa_items: list[QaItem] = []
         for q in questions.iter_rows(named=True):
@@ -234,11 +229,10 @@ def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
             facts = (session.query_facts(q[Questions.question], date) if session else None) if read_question else []
             # Whether it asks for several things: tagged once, charged to the methods that use it.
             several, form_s = _timed(lambda: form_of(q[Questions.question], config.retrieval) if any(form_read.values()) else False)
-            query, encode_s = _timed(lambda: encode_query(q[Questions.question], date, extractor, embedder, cid, facts=facts,
-                                                          speakers=speakers, several=several))
+            query, encode_s = _timed(lambda: memory.encode(cid, q[Questions.question], date, facts=facts, several=several))
             # What a method that reads no facts pays: the question's vectors (with its form without the speakers' names).
-            vectors_s = _timed(lambda: encode_query(q[Questions.question], date, extractor, embedder, cid, facts=[],
-                                                    speakers=speakers))[1] if read_question else encode_s
+            vectors_s = _timed(lambda: memory.encode(cid, q[Questions.question], date, facts=[], several=False))[1] \
+                if read_question else encode_s
             for name, rank in methods.items():
                 result, rank_s = _timed(lambda: rank(index, query))
                 ranking = ids(result)
@@ -264,6 +258,7 @@ def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
             qa_results.extend(answer_and_judge(session, qa_items))
         if session:
             qa_records.extend(session.records)
+        memory.unload(cid)
     query_s = time.perf_counter() - query_started
     timing = _timing(builds, build_s, query_s, latencies, traced, all_passage_texts, embedder)
     results = {

@@ -149,11 +149,29 @@ class Memory:
         (read-only; for notebooks and the evaluation)."""
         return self._loaded(conversation_id).index
 
+    def unload(self, conversation_id: str) -> None:
+        """Drop what this `Memory` holds in memory of a conversation (its next read loads it again):
+        for a caller that reads many conversations once each, such as the evaluation."""
+        self._published.forget(conversation_id)
+
     def build_id(self, conversation_id: str) -> str:
         """The build (Dagster run) that published the conversation's memory as it is now."""
         return self._loaded(conversation_id).build_id
 
     # ---- reading --------------------------------------------------------------------------------
+
+    def encode(self, conversation_id: str, question: str, date: datetime | str | None = None, *, facts: list | None = None,
+               several: bool | None = None):
+        """The question as retrieval reads it for this conversation (``retrieval.answer.encode``): what
+        ``query`` ranks with, for the evaluation, which encodes once and ranks with every method."""
+        from seem_dagster import backends
+        from seem_dagster.retrieval.answer import encode
+
+        index = self.index(conversation_id)
+        when = _moment(date, "date") or index.passages[Passages.timestamp].max()
+        config = self.config
+        return encode(index, question, when, backends.extractor(config.extraction.extractor), backends.embedder(config.extraction.embedder),
+                      config.retrieval, facts=facts, several=several)
 
     def query(self, conversation_id: str, question: str, *, k: int | None = None, date: datetime | str | None = None,
               as_of: datetime | str | None = None, budget: int | None = None, answer: bool | None = None) -> Recall:
@@ -265,13 +283,14 @@ class Memory:
         return self._writes.add(self._conversation(conversation_id), turns, session_id)
 
     def add_file(self, path: str | os.PathLike, format: str | None = None, *, questions: str | os.PathLike | None = None,
-                 conversations: Iterable[str] | None = None, rebuild: bool = False) -> list[Added]:
+                 conversations: Iterable[str] | None = None, rebuild: bool = False, progress: bool = False) -> list[Added]:
         """Register an input file (LoCoMo, LongMemEval or JSONL; ``format`` detected when omitted) and
         build each of its conversations; a conversation whose input and memory are current is not
         rebuilt unless ``rebuild``. The whole file is validated first: ``InputError`` and nothing
-        written on bad input."""
+        written on bad input. Raises ``BuildsFailed`` (with every conversation's result) when a build
+        fails. ``progress``: a progress bar on stderr."""
         return self._writes.add_file(str(path), format, None if questions is None else str(questions),
-                                     list(conversations) if conversations else None, rebuild)
+                                     list(conversations) if conversations else None, rebuild, progress)
 
     def forget(self, conversation_id: str, *, turns: Iterable[str] | str | None = None, session_id: str | None = None,
                speaker: str | None = None, before: datetime | date | str | None = None) -> Forgotten:

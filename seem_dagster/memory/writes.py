@@ -67,7 +67,7 @@ class Writer:
             self._instance = DagsterInstance.get()
         return self._instance
 
-    def _build(self, todo: list[Registered], source: str) -> dict:
+    def _build(self, todo: list[Registered], source: str, progress: bool = False) -> dict:
         from seem_dagster.defs.runner import build_conversations, default_log_dir
 
         if not todo:
@@ -77,7 +77,7 @@ class Writer:
 
             self._defs = build_defs(self.memory.resolved)
         ids = [r.conversation_id for r in todo]
-        outcomes = build_conversations(self._defs, ids, instance=self.instance(), progress=False, config=self.memory.resolved,
+        outcomes = build_conversations(self._defs, ids, instance=self.instance(), progress=progress, config=self.memory.resolved,
                                        log_dir=default_log_dir(self.store), tags={cid: {"seem/source": source} for cid in ids})
         return {o.conversation_id: o for o in outcomes}
 
@@ -125,7 +125,8 @@ class Writer:
 
     # ---- add_file -------------------------------------------------------------------------------
 
-    def add_file(self, path: str, fmt: str | None, questions: str | None, conversations: list[str] | None, rebuild: bool) -> list[Added]:
+    def add_file(self, path: str, fmt: str | None, questions: str | None, conversations: list[str] | None, rebuild: bool,
+                 progress: bool = False) -> list[Added]:
         started = time.perf_counter()
         with self._lock:
             registered = register_file(self.store, path, fmt, self.config.ingest, questions=questions, conversations=conversations)
@@ -133,7 +134,7 @@ class Writer:
                                              and why_rebuild(self.store, r.conversation_id, self.config) is None}
             todo = [r for r in registered if r.status not in (EMPTY, FORGOTTEN) and r.conversation_id not in current]
             before = {r.conversation_id: published_rows(self.store, r.conversation_id) for r in todo}
-            outcomes = self._build(todo, absolute(path))
+            outcomes = self._build(todo, absolute(path), progress)
         results = []
         for reg in registered:
             outcome = outcomes.get(reg.conversation_id)

@@ -61,7 +61,7 @@ def prefetch_inputs(root, conversation_id: str, *, local_only: bool = False) -> 
     with ``local_only``, None for a source that is not a local file (``file_version``)."""
     if local_only and file_version(source_to_build(root, conversation_id).path) is None:
         return None
-    _, conv = read_registered(root, conversation_id)
+    _, conv, _ = read_registered(root, conversation_id)
     return inputs_from_passages(conv.passages)
 
 

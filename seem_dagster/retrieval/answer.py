@@ -1,4 +1,9 @@
-"""Run retrieval for questions and shape the output rows (pure apart from the model calls)."""
+"""A question through retrieval: encode it, rank the memory, cut to a date, build the context, answer.
+
+``encode`` and ``rank`` are the two halves every caller shares: `Memory.query` runs them in ``ask``,
+and `seem eval` runs ``encode`` once per question and ``rank`` once per method, so the method ``seem``
+is measured on the very path a user's query takes. Pure apart from the model calls.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ from datetime import datetime
 from seem_dagster.retrieval.as_of import property_histories, restrict
 from seem_dagster.retrieval.context import Context, build_context
 from seem_dagster.retrieval.index import MemoryIndex
-from seem_dagster.retrieval.query import encode_query, form_of
+from seem_dagster.retrieval.query import EncodedQuery, encode_query, form_of
 from seem_dagster.retrieval.search import RetrievalConfig, RetrievalResult, retrieve
 from seem_dagster.schemas import Passages
 
@@ -37,10 +42,7 @@ def ask(
     started = time.perf_counter()
     # Without query facts the question is not read at all: no parse, no model call.
     facts = (llm.query_facts(question, date) if llm is not None else None) if config.query_facts else []
-    query = encode_query(question, date, extractor, embedder, index.passages[Passages.conversation_id][0], facts=facts,
-                         speakers=index.speakers if config.matches_unnamed else (), several=form_of(question, config))
-    result = retrieve(index, query.vector, query.fact_vectors, config, question_text=question, unnamed=query.unnamed_vector,
-                      several=query.several)
+    result = rank(index, encode(index, question, date, extractor, embedder, config, facts=facts), config)
     if as_of is not None:
         result = restrict(index, result, as_of)
     seconds = time.perf_counter() - started
@@ -48,6 +50,23 @@ def ask(
     context = build_context(index, result, budget_tokens, histories=histories)
     reply = llm.answer(question, date, context.text) if llm is not None and answer else None
     return Answered(question, date, result, context, seconds, reply, as_of)
+
+
+def encode(index: MemoryIndex, question: str, date: datetime, extractor, embedder, config: RetrievalConfig, *,
+           facts: list | None = None, several: bool | None = None) -> EncodedQuery:
+    """The question's vectors for this memory: its own, without the speakers' names (when the config
+    matches unnamed), of its facts (``facts``: a model's, or None for the extractor's; [] for none),
+    and whether it asks for several things (``several``: known already, or None to tag it here)."""
+    conversation = index.passages[Passages.conversation_id][0] if index.passages.height else "query"
+    return encode_query(question, date, extractor, embedder, conversation, facts=facts,
+                        speakers=index.speakers if config.matches_unnamed else (),
+                        several=form_of(question, config) if several is None else several)
+
+
+def rank(index: MemoryIndex, query: EncodedQuery, config: RetrievalConfig) -> RetrievalResult:
+    """SEEM's ranking of the memory for an encoded question under ``config``."""
+    return retrieve(index, query.vector, query.fact_vectors, config, question_text=query.question, unnamed=query.unnamed_vector,
+                    several=query.several)
 
 
 def passages_json(index: MemoryIndex, answered: Answered, k: int) -> list[dict]:

@@ -38,6 +38,7 @@ class SqlResult:
     types: list[str]
     truncated: bool
     seconds: float
+    skipped: dict[str, str] = field(default_factory=dict)  # conversations left out of the views, each with why
 
 
 @dataclass
@@ -147,4 +148,4 @@ class SqlMemory:
         seconds = time.perf_counter() - started
         frame = pl.from_arrow(table)
         truncated = frame.height > self.config.max_rows
-        return SqlResult(frame.head(self.config.max_rows), types, truncated, seconds)
+        return SqlResult(frame.head(self.config.max_rows), types, truncated, seconds, dict(self.skipped))
