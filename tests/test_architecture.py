@@ -13,7 +13,7 @@ PACKAGE = ROOT / "seem_dagster"
 # Parts that must stay free of Dagster: the configuration, ingestion, the method, retrieval, the
 # model clients and the pipeline steps (assets call them; they never call back).
 PURE = ("config", "ingest", "extraction", "fusion", "episodic", "graph", "retrieval", "llm", "pipeline", "embeddings", "properties", "sql", "agent",
-        "schemas", "ids", "store", "backends", "registry")
+        "schemas", "ids", "store", "backends", "registry", "forgetting")
 
 
 def _part(path: Path) -> str:

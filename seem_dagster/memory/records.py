@@ -87,7 +87,7 @@ class Added:
     build_id: str | None  # the Dagster run that built and published it; None when nothing was built
     seconds: float
     extracted: int = 0  # turns the build extracted (the rest came from the extraction cache)
-    forgotten: int = 0  # turns of the input left out because they were forgotten
+    forgotten: int = 0  # turns left out because they were forgotten (add: of the turns given; add_file: of the input)
     excluded: int = 0  # turns by speakers outside ingest.only_speakers
     skipped: tuple[str, ...] = ()  # empty turns skipped (ingest.allow_empty_turns), each with where it was
     step_seconds: dict[str, float] = field(default_factory=dict)

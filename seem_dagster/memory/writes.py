@@ -105,8 +105,14 @@ class Writer:
             if other is not None:
                 raise InvalidRequest(f"conversation {cid!r} is built from {other}: add its turns to that file and build it "
                                      "(`seem build`, `Memory.add_file`), or add them under another conversation id")
+            stones = tombstones.read(self.store, cid)
+            kept = [line for line in lines if not _names_forgotten(line, stones)]
+            dropped = len(lines) - len(kept)
+            if not kept:  # every turn was forgotten before: the log never holds them again
+                earlier = published_rows(self.store, cid) or 0
+                return Added(cid, FORGOTTEN, 0, earlier, None, time.perf_counter() - started, forgotten=dropped)
             before = input_log.read(self.store, cid)
-            text = before + "\n".join(_with_ids(before, lines)) + "\n"
+            text = before + "\n".join(_with_ids(before, kept)) + "\n"
             label = str(input_log.log_path(self.store, cid))
             try:
                 jsonl.read(text, label, options)
@@ -115,13 +121,13 @@ class Writer:
             earlier = published_rows(self.store, cid)
             input_log.write(self.store, cid, text)
             (reg,) = [r for r in register_file(self.store, log_source, "jsonl", options) if r.conversation_id == cid]
-            if reg.status == FORGOTTEN or (reg.status == "unchanged" and why_rebuild(self.store, cid, self.config) is None):
-                return self._added(reg, None, started, earlier, reg.status if reg.status == FORGOTTEN else "current")
+            if reg.status == "unchanged" and why_rebuild(self.store, cid, self.config) is None:
+                return replace(self._added(reg, None, started, earlier, "current"), forgotten=dropped)
             outcome = self._build([reg], log_source)[cid]
         if not outcome.success:
             raise BuildFailed(self._failed(cid, outcome) + "; the turns are kept in the store's input log and the next build takes them",
                               outcome.log_path)
-        return self._added(reg, outcome, started, earlier)
+        return replace(self._added(reg, outcome, started, earlier), forgotten=dropped)
 
     # ---- add_file -------------------------------------------------------------------------------
 
@@ -155,6 +161,8 @@ class Writer:
             chosen = selection(turns, session_id, speaker, before)
         except ForgetError as err:
             raise InvalidRequest(str(err)) from None
+        if published_source(self.store, cid) is None:  # before any lock file is made for it
+            raise UnknownConversation(f"no memory of conversation {cid!r} in this store")
         with self._lock, input_log.writing(self.store, cid):
             try:
                 passages = read_snapshot(self.store, cid, ["passages"])["passages"]
