@@ -79,7 +79,7 @@ def main() -> None:
     print(f"full build        {full:6.2f} s")
     print(f"forget one turn   {turn:6.2f} s  ({turn / full:.2f} of the full build)")
     print(f"forget a session  {session:6.2f} s  ({session / full:.2f} of the full build; {runs[0]['session_turns']} turns)")
-    print(f"each run's seconds (full / turn / session): "
+    print("each run's seconds (full / turn / session): "
           + "; ".join(f"{r['full']:.2f} / {r['turn']:.2f} / {r['session']:.2f}" for r in runs))
     print(f"removed by the one-turn forget: {runs[0]['turn_removed']}")
     print(f"removed by the session forget:  {runs[0]['session_removed']}")

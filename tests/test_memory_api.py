@@ -224,3 +224,28 @@ def test_open_takes_the_tree_as_dotted_keys_sections_a_file_or_a_mapping(tmp_pat
         Memory.open(tmp_path, retrieval={"damping": 1.5})
     write_jsonl(tmp_path / "x.jsonl", [])  # (nothing built: opening writes nothing)
     assert [p.name for p in files_under(tmp_path)] == ["seem.toml", "x.jsonl"]
+
+
+def test_the_mcp_server_offers_forget_only_when_the_operator_allows_it(tmp_path):
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    from seem_dagster import Memory
+
+    store = tmp_path / "store"
+    with Memory.open(store) as memory:
+        memory.add("alice", FIRST)
+
+    async def session(*extra):
+        params = StdioServerParameters(command=SEEM, args=["mcp", "--store", str(store), "--conversation", "alice", *extra])
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+            await client.initialize()
+            names = [t.name for t in (await client.list_tools()).tools]
+            forgot = await client.call_tool("forget", {"turns": ["m2"]})
+            search = await client.call_tool("search", {"question": "How is the light in the flat?", "k": 5})
+            return names, (forgot.is_error, forgot.content[0].text), json.loads(search.content[0].text)
+
+    names, (error, text), _ = anyio.run(session)
+    assert "forget" not in names and error and "forget" in text
+    names, (error, text), search = anyio.run(lambda: session("--set", "agent.allow_forget=true"))
+    assert "forget" in names and not error and json.loads(text)["source_refs"] == ["m2"]
+    assert "m2" not in [p["source_ref"] for p in search["passages"]]

@@ -228,3 +228,41 @@ def test_the_inbox_sensor_registers_into_an_s3_store(s3, tmp_path):
     for cid in ("alice", "bob"):
         key = pending_path(UPath(f"s3://{BUCKET}/sensed"), cid).path.split("/", 1)[1]
         assert key in keys(client, "sensed/"), key
+
+
+def test_forget_on_s3_leaves_no_object_holding_the_text(s3):
+    """The same forget as on a local store: the rebuilt memory, the older build removed, the caches
+    pruned, the input log rewritten, each in whole-object writes; no object holds the text after."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    from seem_dagster import Memory
+
+    client, _ = s3
+    canary = "quilbrant"
+    said = [{"speaker": "Ana", "text": "I moved to Porto in May.", "timestamp": "2024-05-02T10:00:00", "id": "a1"},
+            {"speaker": "Ben", "text": f"Did you find the {canary} bakery there?", "timestamp": "2024-05-02T10:01:00", "id": "a2"},
+            {"speaker": "Ana", "text": f"Yes, the {canary} bakery is next to my flat.", "timestamp": "2024-05-09T09:00:00", "id": "a3"},
+            {"speaker": "Ben", "text": "Lucky you, fresh bread every day.", "timestamp": "2024-05-09T09:01:00", "id": "a4"}]
+
+    def holding() -> list[str]:
+        found = []
+        for key in keys(client, "forget/"):
+            body = client.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+            text = body.lower().decode("utf-8", "replace")
+            if key.endswith(".parquet"):
+                table = pq.read_table(io.BytesIO(body))
+                text += json.dumps(table.to_pylist(), default=str).lower() + str(table.schema.metadata).lower()
+            if canary in text:
+                found.append(key)
+        return found
+
+    with Memory.open(f"s3://{BUCKET}/forget") as memory:
+        memory.add("ana", said)
+        assert holding()
+        done = memory.forget("ana", turns=["a2", "a3"])
+        assert done.passages == 2 and done.removed["builds"] >= 1
+        assert {h.source_ref for h in memory.search("ana", "Which bakery is near Ana's flat?", k=5)} == {"a1", "a4"}
+    assert holding() == []
+    no_secret_in_the_bucket(client)

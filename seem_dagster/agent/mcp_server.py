@@ -73,6 +73,17 @@ def build_server(tools: MemoryTools):
                conversation_id: Conversation = None) -> str:
         return call(tools.search, question, date, k, conversation_id)
 
+    if tools.config.agent.allow_forget:
+        @server.tool(description="Forget turns of the conversation: from the memory, every cache and older build, and the logs. "
+                                 "Name the turns (their source_ref), a session, a speaker or a date before which to forget.")
+        def forget(turns: Annotated[list[Annotated[str, Field(max_length=200)]] | None,
+                                    Field(description="source_refs of the turns", max_length=1000)] = None,
+                   session_id: Annotated[str | None, Field(description="every turn of this session", max_length=200)] = None,
+                   speaker: Annotated[str | None, Field(description="every turn of this speaker", max_length=200)] = None,
+                   before: Annotated[str | None, Field(description="ISO date: the turns said before it", max_length=40)] = None,
+                   conversation_id: Conversation = None) -> str:
+            return call(tools.forget, turns, session_id, speaker, before, conversation_id)
+
     return server
 
 

@@ -215,6 +215,24 @@ class MemoryTools:
                 "property_histories": histories}
 
 
+    def forget(self, turns: list[str] | None = None, session_id: str | None = None, speaker: str | None = None,
+               before: str | None = None, conversation_id: str | None = None) -> dict:
+        """Forget turns of the conversation (``Memory.forget``); offered only when agent.allow_forget is on."""
+        if not self.config.agent.allow_forget:
+            raise ToolInputError("forget is off on this server (agent.allow_forget)")
+        if not (turns or session_id or speaker or before):
+            raise ToolInputError("name what to forget: turns, session_id, speaker or before (a whole conversation is forgotten "
+                                 "by its operator, not through this tool)")
+        cid = self.conversation(conversation_id)
+        try:
+            done = self.memory.forget(cid, turns=turns or None, session_id=session_id or None, speaker=speaker or None,
+                                      before=_text(before, "before", 40) if before else None)
+        except InvalidRequest as err:
+            raise ToolInputError(str(err)) from None
+        return {"conversation_id": cid, "forgotten_turns": done.turns, "source_refs": list(done.source_refs),
+                "turns_left": done.passages, "build_id": done.build_id}
+
+
 def _property(r: dict, refs: dict) -> dict:
     return {"property": r[Properties.property], "value": r[Properties.value], "dtype": r[Properties.dtype],
             "valid_from": _day(r[Properties.valid_from]), "valid_to": _day(r[Properties.valid_to]), "said_at": _day(r[Properties.said_at]),

@@ -291,12 +291,16 @@ class SqlConfig(Section):
 
 
 class AgentConfig(Section):
-    """`seem ask --agent`: a tool-using answerer over llm.base_url's chat API (OpenAI tool calls)."""
+    """`seem ask --agent`: a tool-using answerer over llm.base_url's chat API (OpenAI tool calls); and
+    what `seem mcp` offers agents."""
 
     max_tool_calls: int = Field(40, ge=1, description="tool calls per question at most (APEX-MEM caps at 40); then the answer is forced")
     max_turns: int = Field(12, ge=1, description="model requests per question at most")
     max_result_chars: int = Field(8000, ge=100, description="a tool result longer than this is cut before the model reads it")
     max_tokens: int = Field(512, ge=1, description="cap on each model reply's tokens")
+    allow_forget: bool = Field(
+        False, description="`seem mcp` offers a forget tool (off: an agent must not erase memory because a prompt told it to)",
+    )
 
 
 Method = Literal["seem", "seem+query-facts", "seem-no-rpe", "seem-no-fusion", "seem+rerank", "seem-no-synonyms", "seem-named",
