@@ -354,7 +354,8 @@ def test_seem_query_json_contract_on_a_built_locomo_conversation(locomo_dev, tmp
     for name, rank in rankers(RetrievalConfig(), ["seem", "graph-only"]).items():
         assert [ids(rank(idx, q)) for q in queries] == [ids(rank(idx, q)) for q in queries], name
     missing = subprocess.run([seem, "query", "--store", store, "--conversation", "nope", "hello"], capture_output=True, text=True)
-    assert missing.returncode == 1 and "no snapshot" in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
+    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
+    assert missing.stderr == "seem: error: no memory of conversation 'nope' in this store\n"
 
 
 def test_the_attributable_methods_by_hand():

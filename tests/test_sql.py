@@ -137,4 +137,4 @@ def test_seem_sql_on_a_built_store_prints_views_tables_csv_json_and_refuses_host
         assert done.stderr.startswith("seem: error: ") and message.split(" (")[0] in done.stderr and done.stderr.count("\n") == 1
     assert _digest(sample_store) == before
     missing = seem_cli("sql", "--store", store, "--conversation", "nobody", "SELECT 1")
-    assert missing.returncode == 1 and "nobody" in missing.stderr
+    assert missing.returncode == 2 and missing.stderr == "seem: error: no memory of conversation 'nobody' in this store\n"
