@@ -190,6 +190,30 @@ class RetrievalConfig(Section):
         "a conversation marked otherwise (the bundled sample) it loses gold turns (README, docs/experiments.md)"
     )
     rerank_depth: int = Field(100, ge=1, description="passages the reranker reorders; the rest keep their order")
+    time_weight: float = Field(
+        0.0, ge=0, description="the question's time (\"10 days ago\", \"last Saturday\", \"in January\"): a passage about those "
+        "days (its session's date or a fact's resolved time) gains this weight times how sure the reading is, less as its "
+        "time lies farther outside them; the rest keep their score (0: off)"
+    )
+    time_fact_weight: float = Field(
+        0.0, ge=0, description="a fact dated in or near the question's time gains this much of its match, so the walk seeds "
+        "from the facts of those days (0: off)"
+    )
+    split_events: bool = Field(
+        False, description="a question about two or more events (\"X or Y first\", \"between X and Y\", quoted events, \"the "
+        "order of\") is ranked once per event as well, and the rankings merged turn by turn, so each event's best turns reach "
+        "the top"
+    )
+    latest_first: bool = Field(
+        False, description="a question about what holds now or happened last (\"most recently\", \"currently\", \"still\"): "
+        "among the top latest_depth passages, those stating what the best one states (a property of the same name) are "
+        "reordered latest first, and a turn whose single-valued property was superseded brings the turn that superseded it"
+    )
+    latest_depth: int = Field(10, ge=1, description="latest_first: passages at the top of the ranking it reorders")
+    advice_lexical: float = Field(
+        1.0, ge=0, description="a request for advice or ideas (\"can you recommend\", \"any tips\") matches the user's earlier "
+        "turns by meaning: BM25's weight in its prior is multiplied by this (1: unchanged)"
+    )
 
     @property
     def matches_unnamed(self) -> bool:
@@ -305,8 +329,9 @@ class AgentConfig(Section):
 
 Method = Literal["seem", "seem+query-facts", "seem-no-rpe", "seem-no-fusion", "seem+rerank", "seem-no-synonyms", "seem-named",
                  "seem-named-facts", "seem-embedded-facts", "seem-unstemmed", "seem-rpe-on-lists",
+                 "seem-no-time", "seem-no-events", "seem-no-latest", "seem-no-advice",
                  "prior", "prior+rerank", "prior-named", "prior-unstemmed",
-                 "prior+facts", "prior+rpe",
+                 "prior+reading", "prior+facts", "prior+rpe",
                  "graph-only", "dense", "bm25", "hybrid", "hybrid+reply", "seem+properties"]
 METHODS: tuple[str, ...] = get_args(Method)
 # seem+properties is measured on request (--methods): it costs recall (docs/experiments.md).

@@ -18,7 +18,9 @@ import numpy as np
 from seem_dagster.evaluation.scoring import LocomoQuestion
 
 # Each row adds one part to the row before it (only the methods that were run are chained).
-ABLATION_STEPS = (("prior", "passage prior alone"), ("prior+facts", "+ facts as keys"), ("seem-no-rpe", "+ graph walk"),
+ABLATION_STEPS = (("prior", "passage prior alone"),
+                  ("prior+reading", "+ reading the question"),  # its time, its events, asking for the latest, for advice
+                  ("prior+facts", "+ facts as keys"), ("seem-no-rpe", "+ graph walk"),
                   ("seem-no-fusion", "+ RPE (session)"), ("seem", "+ fusion (RPE over episodes)"),
                   ("seem+query-facts", "+ the question's own facts"), ("seem+properties", "+ property route"))
 # Parts measured by taking them away (same memory), listed after the chain: (method without the part,
@@ -29,6 +31,10 @@ ABLATION_WITHOUT = (("seem-no-synonyms", "seem", "seem without the synonym edges
                     ("seem-embedded-facts", "seem", "seem with every fact embedded alone (not pooled from its passage's forward pass)"),
                     ("seem-unstemmed", "seem", "seem with BM25 matching exact words (not their stems)"),
                     ("seem-rpe-on-lists", "seem", "seem with RPE also for questions that ask for several things"),
+                    ("seem-no-time", "seem", "seem without the question's time (retrieval.time_weight, time_fact_weight)"),
+                    ("seem-no-events", "seem", "seem ranking a question about several events as one (retrieval.split_events)"),
+                    ("seem-no-latest", "seem", "seem without the latest statement first (retrieval.latest_first)"),
+                    ("seem-no-advice", "seem", "seem reading a request for advice like any question (retrieval.advice_lexical)"),
                     ("prior-named", "prior", "the prior matching the question as asked only"),
                     ("prior-unstemmed", "prior", "the prior with BM25 matching exact words (not their stems)"))
 # Parts measured by adding them to a method, off by default: (method with the part, the method without it, label).

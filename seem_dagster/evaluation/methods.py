@@ -146,8 +146,14 @@ def _seem_properties(config: RetrievalConfig, properties: PropertiesConfig) -> R
     return rank
 
 
+# What reading the question adds (its time, its events, whether it asks for the latest, a request for
+# advice): off for the flat prior and its variants, on (as configured) from the chain's second step.
+UNREAD = {"time_weight": 0.0, "time_fact_weight": 0.0, "split_events": False, "latest_first": False, "advice_lexical": 1.0}
+
+
 def retrieval_configs(base: RetrievalConfig) -> dict[str, RetrievalConfig]:
     """The methods that are SEEM's retrieval with some parts off, by name."""
+    flat = {"use_graph": False, "use_rpe": False, "fact_key_weight": 0.0, "rerank": False}
     return {
         "seem": base,
         "seem+query-facts": base.replace(query_facts=True),
@@ -160,14 +166,18 @@ def retrieval_configs(base: RetrievalConfig) -> dict[str, RetrievalConfig]:
         "seem-named-facts": base.replace(unnamed_fact_weight=0.0),
         "seem-unstemmed": base.replace(lexical_stems=False),
         "seem-rpe-on-lists": base.replace(list_breadth=False),
-        "prior": base.replace(use_graph=False, use_rpe=False, fact_key_weight=0.0, rerank=False),
+        "seem-no-time": base.replace(time_weight=0.0, time_fact_weight=0.0),
+        "seem-no-events": base.replace(split_events=False),
+        "seem-no-latest": base.replace(latest_first=False),
+        "seem-no-advice": base.replace(advice_lexical=1.0),
+        "prior": base.replace(**flat, **UNREAD),
         # The prior reordered by its own fitted model: what a reranker adds without the structure.
-        "prior+rerank": base.replace(use_graph=False, use_rpe=False, fact_key_weight=0.0, rerank=True),
-        "prior-named": base.replace(use_graph=False, use_rpe=False, fact_key_weight=0.0, unnamed_weight=0.0, unnamed_fact_weight=0.0,
-                                    rerank=False),
-        "prior-unstemmed": base.replace(use_graph=False, use_rpe=False, fact_key_weight=0.0, lexical_stems=False, rerank=False),
+        "prior+rerank": base.replace(**{**flat, "rerank": True}, **UNREAD),
+        "prior-named": base.replace(**flat, **UNREAD, unnamed_weight=0.0, unnamed_fact_weight=0.0),
+        "prior-unstemmed": base.replace(**flat, **UNREAD, lexical_stems=False),
+        "prior+reading": base.replace(**flat),
         "prior+facts": base.replace(use_graph=False, use_rpe=False, rerank=False),
-        "prior+rpe": base.replace(use_graph=False, fact_key_weight=0.0, rerank=False),
+        "prior+rpe": base.replace(use_graph=False, fact_key_weight=0.0, rerank=False, **UNREAD),
         "graph-only": base.replace(passage_share=0.0, rerank=False),
         "seem+properties": base,
         "seem-embedded-facts": base,

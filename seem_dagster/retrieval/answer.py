@@ -8,14 +8,14 @@ is measured on the very path a user's query takes. Pure apart from the model cal
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from seem_dagster.retrieval.as_of import property_histories, restrict
 from seem_dagster.retrieval.context import Context, build_context
 from seem_dagster.retrieval.index import MemoryIndex
 from seem_dagster.retrieval.query import EncodedQuery, encode_query, form_of
-from seem_dagster.retrieval.search import RetrievalConfig, RetrievalResult, retrieve
+from seem_dagster.retrieval.search import Ranked, RetrievalConfig, RetrievalResult, retrieve
 from seem_dagster.schemas import Passages
 
 
@@ -64,9 +64,34 @@ def encode(index: MemoryIndex, question: str, date: datetime, extractor, embedde
 
 
 def rank(index: MemoryIndex, query: EncodedQuery, config: RetrievalConfig) -> RetrievalResult:
-    """SEEM's ranking of the memory for an encoded question under ``config``."""
+    """SEEM's ranking of the memory for an encoded question under ``config``; a question about several
+    events (``split_events``) is ranked once per event as well, and the rankings merged (``merge_events``)."""
+    whole = _retrieve(index, query, config)
+    if not (config.split_events and query.parts):
+        return whole
+    return merge_events(whole, [(part.question, _retrieve(index, part, config)) for part in query.parts])
+
+
+def _retrieve(index: MemoryIndex, query: EncodedQuery, config: RetrievalConfig) -> RetrievalResult:
     return retrieve(index, query.vector, query.fact_vectors, config, question_text=query.question, unnamed=query.unnamed_vector,
-                    several=query.several)
+                    several=query.several, window=query.window, latest=query.latest, advice=query.advice)
+
+
+def merge_events(whole: RetrievalResult, parts: list[tuple[str, RetrievalResult]]) -> RetrievalResult:
+    """Turn by turn: each event's next best turn, then the whole question's, until every ranking is
+    used up; a turn already placed is skipped. Every event's best turns reach the top whatever their
+    scores (one score would let the best-matched event fill it)."""
+    rankings = [(event, result.ranked) for event, result in parts] + [(None, whole.ranked)]
+    placed: dict[str, Ranked] = {}
+    depth = max(len(r) for _, r in rankings)
+    for i in range(depth):
+        for event, ranked in rankings:
+            if i < len(ranked) and ranked[i].passage_id not in placed:
+                item = ranked[i]
+                placed[item.passage_id] = item if event is None else replace(item, reason=replace(item.reason, event=event))
+    seeds = list({s.fact_id: s for s in [*whole.seeds, *(s for _, r in parts for s in r.seeds)]}.values())
+    episodes = list(dict.fromkeys([*whole.episodes, *(e for _, r in parts for e in r.episodes)]))
+    return replace(whole, ranked=list(placed.values()), seeds=seeds, episodes=episodes)
 
 
 def passages_json(index: MemoryIndex, answered: Answered, k: int) -> list[dict]:

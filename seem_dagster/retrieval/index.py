@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import date
 from functools import cached_property
 
 import numpy as np
@@ -12,7 +13,7 @@ from seem_dagster.graph.build import MemoryGraph, to_igraph
 from seem_dagster.graph.entities import is_proper_name
 from seem_dagster.properties.vocabulary import name_property
 from seem_dagster.retrieval.lexical import Bm25
-from seem_dagster.schemas import Embeddings, Entities, Episodes, Facts, Passages
+from seem_dagster.schemas import Embeddings, Entities, Episodes, Facts, Passages, Properties
 
 PASSAGE, FACT = "passage", "fact"
 
@@ -23,6 +24,17 @@ def fact_text(subject: str, relation: str, obj: str) -> str:
 
 def passage_text(speaker: str, text: str) -> str:
     return f"{speaker}: {text}"
+
+
+def iso_span(time: str | None) -> tuple[int, int] | None:
+    """A fact's resolved time ("2023-05-04" or "2023-05-01/2023-05-31") as (first, last) day ordinals."""
+    if not time:
+        return None
+    try:
+        first, _, last = time.partition("/")
+        return date.fromisoformat(first).toordinal(), date.fromisoformat(last or first).toordinal()
+    except ValueError:
+        return None
 
 
 def pooled_fact_spans(passages: pl.DataFrame, facts: pl.DataFrame) -> dict[str, list[tuple[str, tuple[tuple[int, int], ...]]]]:
@@ -98,6 +110,79 @@ class MemoryIndex:
     def fact_rows(self) -> np.ndarray:
         """Fact row -> the row of the passage it came from."""
         return np.fromiter((self.position[p] for p in self.facts[Facts.passage_id].to_list()), dtype=np.int64, count=self.facts.height)
+
+    @cached_property
+    def time_spans(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(passage row, first day, last day), days as ordinals, of every time a passage is about: its
+        session's date, and the resolved time of each of its facts (an event "last week" told today
+        is about last week)."""
+        rows = list(range(self.passages.height))
+        days = [t.date().toordinal() for t in self.passages[Passages.timestamp].to_list()]
+        first, last = list(days), list(days)
+        for row, time in zip(self.fact_rows.tolist(), self.facts[Facts.time].to_list()):
+            span = iso_span(time)
+            if span is not None:
+                rows.append(row)
+                first.append(span[0])
+                last.append(span[1])
+        return np.array(rows, dtype=np.int64), np.array(first, dtype=np.int64), np.array(last, dtype=np.int64)
+
+    @cached_property
+    def fact_spans(self) -> tuple[np.ndarray, np.ndarray]:
+        """(first day, last day) of each fact's resolved time as ordinals; -1 where it has none."""
+        spans = [iso_span(t) or (-1, -1) for t in self.facts[Facts.time].to_list()]
+        return (np.array([a for a, _ in spans], dtype=np.int64).reshape(-1), np.array([b for _, b in spans], dtype=np.int64).reshape(-1))
+
+    @cached_property
+    def recency(self) -> np.ndarray:
+        """Each passage row's place in time, 0 for the earliest turn to 1 for the latest (ties share a place)."""
+        stamps = self.passages[Passages.timestamp].to_numpy().astype("datetime64[s]").astype(np.int64)
+        if stamps.size < 2:
+            return np.ones(stamps.size)
+        order = np.unique(stamps, return_inverse=True)[1]
+        return order / max(1, order.max())
+
+    @cached_property
+    def superseded_by(self) -> dict[str, str]:
+        """passage id -> the passage that stated the value which replaced the single-valued property it
+        states (the last of a chain: Leeds -> York -> Hull gives Hull for both)."""
+        props = self.properties
+        if props is None or props.height == 0:
+            return {}
+        single = props.filter(pl.col(Properties.single_valued))
+        said = dict(zip(single[Properties.property_id].to_list(), single[Properties.passage_id].to_list()))
+        nxt = {old: pid for old, pid in zip(single[Properties.supersedes].to_list(), single[Properties.passage_id].to_list()) if old}
+        by_passage = {}
+        for prop_id, pid in said.items():
+            later, seen = nxt.get(prop_id), set()
+            while later is not None and later not in seen:
+                seen.add(later)
+                row = single.filter(pl.col(Properties.passage_id) == later)
+                by_passage[pid] = later
+                following = [nxt.get(p) for p in row[Properties.property_id].to_list() if nxt.get(p)]
+                later = following[0] if following else None
+        return {p: q for p, q in by_passage.items() if p != q}
+
+    @cached_property
+    def properties_of(self) -> dict[str, frozenset[str]]:
+        """passage id -> the names of the properties it states (lives_in, start_use, ...)."""
+        props = self.properties
+        if props is None or props.height == 0:
+            return {}
+        out: dict[str, set[str]] = {}
+        for pid, name in props.select(Properties.passage_id, Properties.property).iter_rows():
+            out.setdefault(pid, set()).add(name)
+        return {p: frozenset(names) for p, names in out.items()}
+
+    @cached_property
+    def superseded(self) -> np.ndarray:
+        """Per passage row, whether a single-valued property it states was superseded later (the value
+        it said no longer holds)."""
+        out = np.zeros(self.passages.height, dtype=bool)
+        for pid in self.superseded_by:
+            if pid in self.position:
+                out[self.position[pid]] = True
+        return out
 
     @cached_property
     def source_refs(self) -> dict[str, str]:

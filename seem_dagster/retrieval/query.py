@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
 
 from seem_dagster.extraction.interface import Extractor, Fact, PassageInput
 from seem_dagster.retrieval.index import fact_text
+from seem_dagster.retrieval.question_events import events_of
+from seem_dagster.retrieval.question_form import asks_advice, asks_latest
+from seem_dagster.retrieval.question_time import Window, question_window
 
 QUERY_SPEAKER = "user"
 
@@ -27,6 +30,12 @@ class EncodedQuery:
     unnamed_vector: np.ndarray | None = None
     # The question asks for several things (question_form.asks_for_several): RPE leaves it alone.
     several: bool = False
+    # The days the question is about (question_time), when it names a time; never for a request for advice.
+    window: Window | None = None
+    # One question per event when it asks about two or more (question_events), each encoded alone.
+    parts: list[EncodedQuery] = field(default_factory=list)
+    latest: bool = False  # it asks what holds now or happened last (question_form.asks_latest)
+    advice: bool = False  # it asks for a recommendation or tips (question_form.asks_advice)
 
 
 def without_speakers(question: str, speakers: Iterable[str]) -> str | None:
@@ -75,10 +84,23 @@ def encode_query(
         )
         facts = extraction.facts
     unnamed = without_speakers(question, speakers)
-    texts = [question] + ([unnamed] if unnamed else []) + [fact_text(f.subject, f.relation, f.object).strip() for f in facts]
+    events = events_of(question)
+    parts = [(e, without_speakers(e, speakers)) for e in events]
+    fact_texts = [fact_text(f.subject, f.relation, f.object).strip() for f in facts]
+    texts = [question] + ([unnamed] if unnamed else []) + fact_texts
+    for event, event_unnamed in parts:  # one forward pass for the question and its events
+        texts += [event] + ([event_unnamed] if event_unnamed else [])
     vectors = embedder.encode(texts)
     skip = 2 if unnamed else 1
-    return EncodedQuery(question, date, vectors[0], facts, vectors[skip:], vectors[1] if unnamed else None, several)
+    advice = asks_advice(question)
+    query = EncodedQuery(question, date, vectors[0], facts, vectors[skip:skip + len(fact_texts)], vectors[1] if unnamed else None,
+                         several, None if advice else question_window(question, date), latest=asks_latest(question), advice=advice)
+    at = skip + len(fact_texts)
+    for event, event_unnamed in parts:
+        query.parts.append(EncodedQuery(event, date, vectors[at], [], vectors[:0], vectors[at + 1] if event_unnamed else None,
+                                        False, query.window, latest=asks_latest(event)))
+        at += 2 if event_unnamed else 1
+    return query
 
 
 def form_of(question: str, config) -> bool:

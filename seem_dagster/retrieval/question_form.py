@@ -37,3 +37,23 @@ def may_ask_for_several(question: str) -> bool:
     questions need no tagging and a one-shot query never loads the tagger for them."""
     first = FIRST_WORD.match(question)
     return bool(first) and first.group(1).lower() in WH_WORDS | {"how"}
+
+
+# "Which streaming service did I start using most recently?", "How many followers do I currently
+# have?", "Do I still ...", "What is my current record": the latest statement answers.
+LATEST = re.compile(r"\b(most recent(ly)?|latest|currently|current|now|still|these days|nowadays|at the moment|so far|anymore"
+                    r"|any more|last time)\b", re.IGNORECASE)
+# "Can you recommend ...", "any tips for ...", "suggest some ...", "what should I ...": the user's
+# earlier sessions match by meaning, not by the question's words.
+ADVICE = re.compile(r"\b(recommend\w*|suggest\w*|tips?|advice|advise|ideas?|what should i|should i|could you|can you|help me|"
+                    r"any (good )?(ideas|suggestions|recommendations|tips))\b", re.IGNORECASE)
+
+
+def asks_latest(question: str) -> bool:
+    """Whether the question asks what holds now or happened last (the latest statement answers it)."""
+    return bool(LATEST.search(question))
+
+
+def asks_advice(question: str) -> bool:
+    """Whether the question asks for a recommendation, tips or ideas rather than a fact that was said."""
+    return bool(ADVICE.search(question))

@@ -15,8 +15,6 @@ import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
-from seem_dagster.extraction import timex
-
 _NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
                  "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a couple of": 2, "couple of": 2, "a few": 3, "few": 3,
                  "several": 4}
@@ -146,7 +144,7 @@ def _rules(q: str, asked: date):
         n = _count(m.group(1)) if m.group(1) else 1.0
         span = round(n * _UNIT_DAYS[m.group(2)])
         yield m.start(), Window(asked - timedelta(days=span), asked, max(1.0, span * 0.1), 0.9, m.group(0))
-    for m in re.finditer(r"\b(recently|lately|these days|nowadays)\b", q):
+    for m in re.finditer(r"(?<!most )\b(recently|lately|these days|nowadays)\b", q):
         yield m.start(), Window(asked - timedelta(days=30), asked, 30.0, 0.4, m.group(0))
     for m in re.finditer(rf"\blast ({_WEEKDAY})\b", q):
         day = _last_weekday(m.group(1), asked)
@@ -178,6 +176,8 @@ def _rules(q: str, asked: date):
     for m in re.finditer(rf"\b(?:in|during|throughout|of) ({_MONTH})(?:,? (\d{{4}}))?\b", q):
         first, last = _most_recent_month(_month_number(m.group(1)), asked, int(m.group(2)) if m.group(2) else None)
         yield m.start(), Window(first, last, 5.0, 0.8, m.group(0))
+    from seem_dagster.extraction import timex  # dateparser loads on the first question that needs it
+
     for m in timex.RELATIVE_PATTERN.finditer(q):
         resolved = timex.resolve(m.group(0), asked)
         if resolved is not None and resolved.start <= asked:

@@ -6,7 +6,7 @@ turn; an API caller filters expansions) reads ``kind`` and the fields, never the
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 # The kinds, in the order a ranking explains itself.
 SEED_FACT = "seed_fact"  # one of the walk's seed facts came from this passage
@@ -37,6 +37,7 @@ class Reason:
     question: str | None = None  # RPE: the source ref of the question this turn answers
     method: str | None = None  # baseline: the method's name
     reranked_from: int | None = None  # the learned reranking moved it from this rank (1-based)
+    event: str | None = None  # brought by the ranking of this one event of a question about several (split_events)
 
     @property
     def expanded(self) -> bool:
@@ -44,7 +45,7 @@ class Reason:
         return self.kind in EXPANSIONS
 
     def reranked(self, rank: int) -> Reason:
-        return Reason(**{**asdict(self), "fact": self.fact, "reranked_from": rank})
+        return replace(self, reranked_from=rank)
 
     def to_json(self) -> dict:
         """The fields that are set, for JSON output (``kind`` always)."""
@@ -55,7 +56,9 @@ class Reason:
 
     def __str__(self) -> str:
         text = self._text()
-        return f"{text}; reranked from {self.reranked_from}" if self.reranked_from is not None else text
+        if self.reranked_from is not None:
+            text += f"; reranked from {self.reranked_from}"
+        return text + (f"; for the event {self.event!r}" if self.event else "")
 
     def _text(self) -> str:
         k = self.kind

@@ -27,6 +27,7 @@ from seem_dagster.graph.entities import entity_id, normalise
 from seem_dagster.retrieval import reasons
 from seem_dagster.retrieval.index import MemoryIndex
 from seem_dagster.retrieval.query import named_speakers
+from seem_dagster.retrieval.question_time import Window
 from seem_dagster.retrieval.reasons import Reason
 from seem_dagster.retrieval.rerank import FACT_FEATURES, Signals, bundled_model, feature_matrix, reorder
 from seem_dagster.schemas import Episodes, Facts, Passages
@@ -103,7 +104,8 @@ def reset_vector(index: MemoryIndex, seeds: list[Seed], dense: np.ndarray, confi
 
 
 def passage_prior(
-    index: MemoryIndex, question_vector: np.ndarray, question: str | None, config: RetrievalConfig, unnamed: np.ndarray | None = None
+    index: MemoryIndex, question_vector: np.ndarray, question: str | None, config: RetrievalConfig, unnamed: np.ndarray | None = None,
+    *, advice: bool = False,
 ) -> np.ndarray:
     """Each passage's direct match with the question: dense cosine, plus ``unnamed_weight`` times the
     cosine of the question without the speakers' names (``unnamed``, when it named one), plus scaled
@@ -113,11 +115,12 @@ def passage_prior(
     prior = np.clip(index.passage_vectors @ question_vector, 0, None).astype(np.float64)
     if config.unnamed_weight and unnamed is not None:
         prior += config.unnamed_weight * np.clip(index.passage_vectors @ unnamed, 0, None)
-    if config.lexical_weight and question:
+    weight = config.lexical_weight * (config.advice_lexical if advice else 1.0)
+    if weight and question:
         lexical = index.lexical(config.lexical_stems).scores(question).astype(np.float64)
         top = lexical.max()
         if top > 0:
-            prior += config.lexical_weight * lexical / top
+            prior += weight * lexical / top
     return inherit_replies(prior, index.answers_to, config.answer_share)
 
 
@@ -143,19 +146,26 @@ def fact_keys(index: MemoryIndex, fact_scores: np.ndarray, config: RetrievalConf
 
 def retrieve(
     index: MemoryIndex, question: np.ndarray, query_facts: np.ndarray, config: RetrievalConfig, *, question_text: str | None = None,
-    unnamed: np.ndarray | None = None, several: bool = False,
+    unnamed: np.ndarray | None = None, several: bool = False, window: Window | None = None, latest: bool = False, advice: bool = False,
 ) -> RetrievalResult:
     """``unnamed``: the vector of the question without the speakers' names (EncodedQuery.unnamed_vector).
     ``several``: the question asks for several things (EncodedQuery.several); with ``list_breadth`` it
-    keeps the walk's ranking, without RPE (retrieval/question_form.py says why)."""
+    keeps the walk's ranking, without RPE (retrieval/question_form.py says why). ``window``: the days
+    the question is about; ``latest``: it asks what holds now; ``advice``: it asks for advice
+    (EncodedQuery's fields; each used when its setting is on)."""
     if not config.query_facts:
         query_facts = query_facts[:0]
-    direct = passage_prior(index, question, question_text, config, unnamed)
+    direct = passage_prior(index, question, question_text, config, unnamed, advice=advice)
     fact_scores = (score_facts(index, question, query_facts, unnamed, config.unnamed_fact_weight)
                    if config.use_graph or config.fact_key_weight else None)
+    if fact_scores is not None and window is not None and config.time_fact_weight and fact_scores.shape[0]:
+        fact_scores = fact_scores + config.time_fact_weight * window.sure * fact_nearness(index, window)
     keys = (fact_keys(index, fact_scores, config)
             if fact_scores is not None and direct.shape[0] and (config.fact_key_weight or config.rerank) else None)
     prior = direct + config.fact_key_weight * keys if config.fact_key_weight and keys is not None else direct
+    if window is not None and config.time_weight and prior.shape[0]:
+        prior = prior + config.time_weight * window.sure * time_nearness(index, window)
+
     seeds = seeds_from(index, fact_scores, config) if config.use_graph else []
     ids = index.graph.passage_ids
     if seeds:
@@ -182,6 +192,8 @@ def retrieve(
         ranked = [Ranked(ids[i], float(prior[i]), Reason(reasons.DIRECT, match=float(prior[i]), no_usable_fact=config.use_graph))
                   for i in order]
         mode = "dense"
+    if latest and config.latest_first:
+        ranked = latest_first(index, ranked, config)
     used: list[int] = []
     if config.use_rpe and not (several and config.list_breadth):
         ranked, used = expand(index, ranked, config)
@@ -189,6 +201,53 @@ def retrieve(
     if config.rerank:
         ranked = rerank(index, ranked, signals, question_text or "", several, config)
     return RetrievalResult(ranked, seeds, mode, used, signals)
+
+
+def latest_first(index: MemoryIndex, ranked: list[Ranked], config: RetrievalConfig) -> list[Ranked]:
+    """Among the top ``latest_depth`` passages, the statements of what the best one states (a property
+    of the same name: where someone lives, what they started using) latest first, in the places they
+    held; a statement whose value was replaced later (a single-valued property superseded) brings the
+    statement that replaced it just before it. The rest keep their order."""
+    head = ranked[: config.latest_depth]
+    if not head:
+        return ranked
+    stated = index.properties_of
+    asked = stated.get(head[0].passage_id, frozenset())
+    slots = [at for at, r in enumerate(head) if asked & stated.get(r.passage_id, frozenset())]
+    chosen = sorted((head[at] for at in slots), key=lambda r: (bool(index.superseded[index.position[r.passage_id]]),
+                                                               -index.recency[index.position[r.passage_id]]))
+    out = list(head)
+    for at, item in zip(slots, chosen):
+        out[at] = item
+    by_id = {r.passage_id: r for r in ranked}
+    placed: dict[str, Ranked] = {}
+    for item in out:
+        later = index.superseded_by.get(item.passage_id)
+        if later is not None and later in by_id and later not in placed:
+            placed[later] = by_id[later]
+        placed.setdefault(item.passage_id, item)
+    return list(placed.values()) + [r for r in ranked if r.passage_id not in placed]
+
+
+def time_nearness(index: MemoryIndex, window: Window) -> np.ndarray:
+    """Per passage row, how near the nearest time it is about lies to the question's window (1 inside)."""
+    rows, first, last = index.time_spans
+    near = _nearness(window, first, last)
+    out = np.zeros(index.passages.height, dtype=np.float64)
+    np.maximum.at(out, rows, near)
+    return out
+
+
+def fact_nearness(index: MemoryIndex, window: Window) -> np.ndarray:
+    """Per fact, how near its resolved time lies to the question's window (0 for an undated fact)."""
+    first, last = index.fact_spans
+    return np.where(first >= 0, _nearness(window, first, last), 0.0)
+
+
+def _nearness(window: Window, first: np.ndarray, last: np.ndarray) -> np.ndarray:
+    start, end = window.start.toordinal(), window.end.toordinal()
+    gap = np.where(last < start, start - last, np.where(first > end, first - end, 0))
+    return np.clip(1.0 - gap / (window.tolerance + 1.0), 0.0, None)
 
 
 def rerank(index: MemoryIndex, ranked: list[Ranked], signals: Signals, question: str, several: bool, config: RetrievalConfig) -> list[Ranked]:
