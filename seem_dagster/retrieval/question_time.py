@@ -33,6 +33,7 @@ class Window:
     tolerance: float  # days outside it that still count as near (the window's vagueness)
     sure: float  # how sure the reading is: 1.0 an exact day ... 0.4 "recently"
     text: str  # the words it came from
+    absolute: bool = False  # a date or month the question names outright ("on 16 June, 2023"), not one relative to its date
 
     def distance(self, first: date, last: date) -> float:
         """Days between the window and the span [first, last] (0 when they meet)."""
@@ -153,12 +154,12 @@ def _rules(q: str, asked: date):
         for m in re.finditer(rf"\b(?:on|for|at|during|over|around) ({pattern})\b", q):
             day = _holiday(pattern, asked)
             yield m.start(), Window(day, day, 2.0, 1.0, m.group(0))
-    for m in re.finditer(rf"\b(?:on )?(?:the )?({_MONTH})\.? (\d{{1,2}})(?:st|nd|rd|th)?(?:,? (\d{{4}}))?\b"
-                         rf"|\b(?:on )?(?:the )?(\d{{1,2}})(?:st|nd|rd|th)? (?:of )?({_MONTH})(?:,? (\d{{4}}))?\b", q):
+    for m in re.finditer(rf"\b(?:on )?(?:the )?({_MONTH})\.? (\d{{1,2}})(?:st|nd|rd|th)?(?:,?\s*(\d{{4}}))?\b"
+                         rf"|\b(?:on )?(?:the )?(\d{{1,2}})(?:st|nd|rd|th)? (?:of )?({_MONTH})(?:,?\s*(\d{{4}}))?\b", q):
         month_name, day_text, year_text = (m.group(1), m.group(2), m.group(3)) if m.group(1) else (m.group(5), m.group(4), m.group(6))
         day = _day_of_month(_month_number(month_name), int(day_text), asked, int(year_text) if year_text else None)
         if day is not None:
-            yield m.start(), Window(day, day, 1.0, 1.0, m.group(0))
+            yield m.start(), Window(day, day, 1.0, 1.0, m.group(0), absolute=year_text is not None)
     for m in re.finditer(rf"\b(early|mid|late|the (?:beginning|start|middle|end) of) ({_MONTH})(?:,? (\d{{4}}))?\b", q):
         first, last = _most_recent_month(_month_number(m.group(2)), asked, int(m.group(3)) if m.group(3) else None)
         part = m.group(1)
@@ -175,7 +176,7 @@ def _rules(q: str, asked: date):
         yield m.start(), Window(first[0], second[1], 5.0, 0.9, m.group(0))
     for m in re.finditer(rf"\b(?:in|during|throughout|of) ({_MONTH})(?:,? (\d{{4}}))?\b", q):
         first, last = _most_recent_month(_month_number(m.group(1)), asked, int(m.group(2)) if m.group(2) else None)
-        yield m.start(), Window(first, last, 5.0, 0.8, m.group(0))
+        yield m.start(), Window(first, last, 5.0, 0.8, m.group(0), absolute=m.group(2) is not None)
     from seem_dagster.extraction import timex  # dateparser loads on the first question that needs it
 
     for m in timex.RELATIVE_PATTERN.finditer(q):
@@ -197,7 +198,8 @@ def _month_number(name: str) -> int:
 
 def question_window(question: str, asked: datetime | date) -> Window | None:
     """The days ``question`` is about, asked on ``asked``; None when it names no time. Of several
-    expressions, the most precise one (the narrowest window, then the first said) gives the window."""
+    expressions, one the question dates outright wins ("last Friday on 23 January, 2022": the date), then
+    the most precise (the narrowest window), then the first said."""
     day = asked.date() if isinstance(asked, datetime) else asked
     q = " ".join(question.lower().replace("’", "'").split())
     found, covered = [], []
@@ -209,5 +211,5 @@ def question_window(question: str, asked: datetime | date) -> Window | None:
         found.append((at, window))
     if not found:
         return None
-    _, best = min(found, key=lambda pw: ((pw[1].end - pw[1].start).days + pw[1].tolerance, pw[0]))
+    _, best = min(found, key=lambda pw: (not pw[1].absolute, (pw[1].end - pw[1].start).days + pw[1].tolerance, pw[0]))
     return best
