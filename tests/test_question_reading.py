@@ -26,8 +26,8 @@ TURNS = [
     ("2023-01-08", "I live in Leeds, close to the station."),
     ("2023-04-18", "I moved to York last week."),
 ]
-ON = {"time_weight": 0.5, "time_fact_weight": 0.3, "split_events": True, "latest_first": True}
-OFF = {"time_weight": 0.0, "time_fact_weight": 0.0, "split_events": False, "latest_first": False}
+ON = {}  # the defaults
+OFF = {"time_weight": 0.0, "time_fact_weight": 0.0, "split_events": False, "latest_first": False, "advice_lexical": 1.0}
 
 
 @pytest.fixture(scope="module")

@@ -191,27 +191,32 @@ class RetrievalConfig(Section):
     )
     rerank_depth: int = Field(100, ge=1, description="passages the reranker reorders; the rest keep their order")
     time_weight: float = Field(
-        0.0, ge=0, description="the question's time (\"10 days ago\", \"last Saturday\", \"in January\"): a passage about those "
+        0.8, ge=0, description="the question's time (\"10 days ago\", \"last Saturday\", \"in January\"): a passage about those "
         "days (its session's date or a fact's resolved time) gains this weight times how sure the reading is, less as its "
         "time lies farther outside them; the rest keep their score (0: off)"
     )
+    time_relative: float = Field(
+        0.25, ge=0, le=1, description="a time said relative to the question's date (\"last week\", \"a month ago\") counts this "
+        "share of one it dates outright (\"on 16 June, 2023\", \"in May 2023\"): a question may be worded from another day "
+        "than the one it is asked on"
+    )
     time_fact_weight: float = Field(
-        0.0, ge=0, description="a fact dated in or near the question's time gains this much of its match, so the walk seeds "
+        0.3, ge=0, description="a fact dated in or near the question's time gains this much of its match, so the walk seeds "
         "from the facts of those days (0: off)"
     )
     split_events: bool = Field(
-        False, description="a question about two or more events (\"X or Y first\", \"between X and Y\", quoted events, \"the "
+        True, description="a question about two or more events (\"X or Y first\", \"between X and Y\", quoted events, \"the "
         "order of\") is ranked once per event as well, and the rankings merged turn by turn, so each event's best turns reach "
         "the top"
     )
     latest_first: bool = Field(
-        False, description="a question about what holds now or happened last (\"most recently\", \"currently\", \"still\"): "
+        True, description="a question about what holds now or happened last (\"most recently\", \"currently\", \"still\"): "
         "among the top latest_depth passages, those stating what the best one states (a property of the same name) are "
         "reordered latest first, and a turn whose single-valued property was superseded brings the turn that superseded it"
     )
     latest_depth: int = Field(10, ge=1, description="latest_first: passages at the top of the ranking it reorders")
     advice_lexical: float = Field(
-        1.0, ge=0, description="a request for advice or ideas (\"can you recommend\", \"any tips\") matches the user's earlier "
+        0.5, ge=0, description="a request for advice or ideas (\"can you recommend\", \"any tips\") matches the user's earlier "
         "turns by meaning: BM25's weight in its prior is multiplied by this (1: unchanged)"
     )
 

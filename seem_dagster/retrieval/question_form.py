@@ -45,8 +45,10 @@ LATEST = re.compile(r"\b(most recent(ly)?|latest|currently|current|now|still|the
                     r"|any more|last time)\b", re.IGNORECASE)
 # "Can you recommend ...", "any tips for ...", "suggest some ...", "what should I ...": the user's
 # earlier sessions match by meaning, not by the question's words.
-ADVICE = re.compile(r"\b(recommend\w*|suggest\w*|tips?|advice|advise|ideas?|what should i|should i|could you|can you|help me|"
-                    r"any (good )?(ideas|suggestions|recommendations|tips))\b", re.IGNORECASE)
+ADVICE = re.compile(r"\b(?:can|could|would|will) you (?:please )?(?:recommend|suggest|give me|help me|share|think of)\b"
+                    r"|\bany (?:good |other |more )?(?:advice|tips|suggestions|recommendations|ideas)\b"
+                    r"|\b(?:do you|what do you) (?:think|recommend|suggest)\b|\bwhat should i\b|\bshould i\b"
+                    r"|^\s*(?:recommend|suggest)\b", re.IGNORECASE)
 
 
 def asks_latest(question: str) -> bool:

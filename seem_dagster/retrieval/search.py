@@ -158,13 +158,14 @@ def retrieve(
     direct = passage_prior(index, question, question_text, config, unnamed, advice=advice)
     fact_scores = (score_facts(index, question, query_facts, unnamed, config.unnamed_fact_weight)
                    if config.use_graph or config.fact_key_weight else None)
-    if fact_scores is not None and window is not None and config.time_fact_weight and fact_scores.shape[0]:
-        fact_scores = fact_scores + config.time_fact_weight * window.sure * fact_nearness(index, window)
+    strength = window.sure * (1.0 if window.absolute else config.time_relative) if window is not None else 0.0
+    if fact_scores is not None and strength and config.time_fact_weight and fact_scores.shape[0]:
+        fact_scores = fact_scores + config.time_fact_weight * strength * fact_nearness(index, window)
     keys = (fact_keys(index, fact_scores, config)
             if fact_scores is not None and direct.shape[0] and (config.fact_key_weight or config.rerank) else None)
     prior = direct + config.fact_key_weight * keys if config.fact_key_weight and keys is not None else direct
-    if window is not None and config.time_weight and prior.shape[0]:
-        prior = prior + config.time_weight * window.sure * time_nearness(index, window)
+    if strength and config.time_weight and prior.shape[0]:
+        prior = prior + config.time_weight * strength * time_nearness(index, window)
 
     seeds = seeds_from(index, fact_scores, config) if config.use_graph else []
     ids = index.graph.passage_ids
