@@ -3,8 +3,10 @@
     .venv/bin/python benchmarks/query_latency.py [--store DIR] [--conversation conv-26]
 
 Without --store it builds the conversation into a temporary store first (about a minute). Every
-question of the conversation is asked both ways, interleaved, after one warm-up query each; the
-figures are end to end per query (question encoding included) and the ratio is SEEM / dense.
+question of the conversation is asked both ways, interleaved, after one warm-up query each: SEEM as
+a user asks it (`Memory.search`, the manifest check included), dense as the question's MiniLM vector
+and one matrix product over the same passages. The figures are end to end per query and the ratio
+is SEEM / dense.
 """
 
 from __future__ import annotations
@@ -18,11 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from seem_dagster import backends
-from seem_dagster.config import resolve_standard
-from seem_dagster.retrieval.answer import ask
-from seem_dagster.retrieval.load import load_index
-from seem_dagster.schemas import Passages, Questions
+from seem_dagster import Memory, backends
+from seem_dagster.schemas import Questions
 from seem_dagster.store.snapshot import read_table, table_path
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo_dev7.json"
@@ -40,12 +39,15 @@ def main() -> None:
         seem = Path(sys.executable).parent / "seem"
         subprocess.run([str(seem), "build", "--input", str(args.data), "--conversation", args.conversation,
                         "--store", store, "--quiet"], check=True)
-    index = load_index(store, args.conversation)
+    memory = Memory.open(store)  # SEEM_CONFIG and SEEM_* variables choose the settings measured
+    index = memory.index(args.conversation)
     questions = read_table(table_path(store, "questions", args.conversation))
-    config = resolve_standard().config  # SEEM_CONFIG and SEEM_* variables choose the settings measured
-    extractor, embedder = backends.extractor(config.extraction.extractor), backends.embedder(config.extraction.embedder)
-    seem_cfg, budget = config.retrieval, config.query.budget_tokens
-    date = index.passages[Passages.timestamp].max()
+    embedder = backends.query_embedder(memory.config.extraction.embedder)  # the encoder a query uses
+
+    def seem(q: str) -> float:
+        started = time.perf_counter()
+        memory.search(args.conversation, q, k=10)
+        return time.perf_counter() - started
 
     def dense(q: str) -> float:
         started = time.perf_counter()
@@ -54,11 +56,11 @@ def main() -> None:
         return time.perf_counter() - started
 
     texts = questions[Questions.question].to_list()
-    ask(index, texts[0], date, extractor, embedder, seem_cfg, budget_tokens=budget)
+    seem(texts[0])
     dense(texts[0])
     seem_s, dense_s = [], []
     for q in texts:
-        seem_s.append(ask(index, q, date, extractor, embedder, seem_cfg, budget_tokens=budget).seconds)
+        seem_s.append(seem(q))
         dense_s.append(dense(q))
     p = lambda xs, q: float(np.percentile(xs, q)) * 1000  # noqa: E731
     print(f"{args.conversation}: {index.passages.height} passages, {index.facts.height} facts, "

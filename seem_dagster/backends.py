@@ -28,3 +28,15 @@ def embedder(name: str = "minilm") -> Embedder:
 
         return StaticMiniLMEmbedder(embedder("minilm"))
     return get_embedder(name)
+
+
+@lru_cache(maxsize=None)
+def query_embedder(name: str = "minilm") -> Embedder:
+    """The embedder a query encodes its question with: for MiniLM its NumPy forward pass (the same
+    vectors within float tolerance, without importing torch: a one-shot query starts in a fraction of
+    the time); any other model, the build's."""
+    if name == "minilm":
+        from seem_dagster.embeddings.numpy_minilm import NumpyMiniLM
+
+        return NumpyMiniLM()
+    return embedder(name)

@@ -184,6 +184,7 @@ def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
     memory = Memory(resolved)
     builds, build_s = _timed(lambda: build_memories(run, memory))
     extractor, embedder = backends.extractor(config.extraction.extractor), backends.embedder(config.extraction.embedder)
+    question_embedder = backends.query_embedder(config.extraction.embedder)  # what a query encodes with
     methods = rankers(config.retrieval, ev.methods, config.properties)
     encoding = {m: query_encoding(config.retrieval, m) for m in methods}
     form_read = {m: reads_form(config.retrieval, m) for m in methods}
@@ -225,7 +226,7 @@ def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
                 excluded_abstention += 1
                 continue
             date = q[Questions.question_date] or latest
-            _, vector_s = _timed(lambda: embedder.encode([q[Questions.question]]))
+            _, vector_s = _timed(lambda: question_embedder.encode([q[Questions.question]]))
             facts = (session.query_facts(q[Questions.question], date) if session else None) if read_question else []
             # Whether it asks for several things: tagged once, charged to the methods that use it.
             several, form_s = _timed(lambda: form_of(q[Questions.question], config.retrieval) if any(form_read.values()) else False)

@@ -170,16 +170,18 @@ class Memory:
         index = self.index(conversation_id)
         when = _moment(date, "date") or index.passages[Passages.timestamp].max()
         config = self.config
-        return encode(index, question, when, backends.extractor(config.extraction.extractor), backends.embedder(config.extraction.embedder),
+        return encode(index, question, when, backends.extractor(config.extraction.extractor), backends.query_embedder(config.extraction.embedder),
                       config.retrieval, facts=facts, several=several)
 
     def query(self, conversation_id: str, question: str, *, k: int | None = None, date: datetime | str | None = None,
-              as_of: datetime | str | None = None, budget: int | None = None, answer: bool | None = None) -> Recall:
+              as_of: datetime | str | None = None, budget: int | None = None, answer: bool | None = None,
+              context: bool = True) -> Recall:
         """Everything retrieval gives for one question: the top ``k`` turns with their reasons, the
         seed facts, the context within ``budget`` tokens, and (``answer``; default: when a model is
         configured) the answering model's answer. ``date``: the question's date (relative dates in it
         resolve against it; default the last turn's, or ``as_of``); ``as_of``: the memory as it stood
-        then (later turns left out; a bare day counts whole)."""
+        then (later turns left out; a bare day counts whole). ``context`` False: the ranking alone
+        (``Recall.context`` is then None; what ``search`` asks for)."""
         from seem_dagster import backends
         from seem_dagster.retrieval.answer import ask
 
@@ -200,9 +202,9 @@ class Memory:
             from seem_dagster.llm.session import LlmSession
 
             session = LlmSession(config.llm, self.store, cid)
-        answered = ask(index, question, when, backends.extractor(config.extraction.extractor), backends.embedder(config.extraction.embedder),
+        answered = ask(index, question, when, backends.extractor(config.extraction.extractor), backends.query_embedder(config.extraction.embedder),
                        config.retrieval, budget_tokens=budget, llm=session, as_of=then, property_lines=config.properties.context_lines,
-                       answer=answer is not False)
+                       answer=answer is not False and context, context=context)
         rows = index.rows
         hits = [Hit(rank, r.passage_id, rows[r.passage_id][Passages.source_ref], rows[r.passage_id][Passages.speaker],
                     rows[r.passage_id][Passages.text], rows[r.passage_id][Passages.timestamp], r.score, r.reason)
@@ -218,7 +220,7 @@ class Memory:
     def search(self, conversation_id: str, question: str, *, k: int = 10, date: datetime | str | None = None,
                as_of: datetime | str | None = None) -> list[Hit]:
         """The ``k`` turns that best answer ``question``, ranked, each with its reason (``query``)."""
-        return self.query(conversation_id, question, k=k, date=date, as_of=as_of, answer=False).hits
+        return self.query(conversation_id, question, k=k, date=date, as_of=as_of, answer=False, context=False).hits
 
     def context(self, conversation_id: str, question: str, *, budget: int | None = None, date: datetime | str | None = None,
                 as_of: datetime | str | None = None) -> Context:

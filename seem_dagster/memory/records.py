@@ -61,7 +61,7 @@ class Recall:
     mode: str  # "graph" (the walk ran) or "dense"
     hits: list[Hit]
     seed_facts: list[SeedFact]
-    context: Context
+    context: Context | None  # None when only the ranking was asked for (``Memory.search``)
     seconds: float
     build_id: str  # the published build the answer was read from
     answer: dict | None = None  # {"answer", "evidence"} from the answering model
@@ -71,7 +71,7 @@ class Recall:
         return {"question": self.question, "conversation_id": self.conversation_id, "date": self.date.isoformat(),
                 "as_of": self.as_of.isoformat() if self.as_of else None, "mode": self.mode, "build_id": self.build_id,
                 "passages": [h.to_json() for h in self.hits], "seed_facts": [s.__dict__ for s in self.seed_facts],
-                "context": self.context.text, "context_tokens": self.context.tokens,
+                "context": self.context.text if self.context else None, "context_tokens": self.context.tokens if self.context else None,
                 "answer": (self.answer or {}).get("answer"), "answer_evidence": (self.answer or {}).get("evidence"),
                 "llm_calls": self.llm_calls}
 

@@ -24,7 +24,7 @@ class Answered:
     question: str
     date: datetime
     result: RetrievalResult
-    context: Context
+    context: Context | None  # None when only the ranking was asked for
     seconds: float
     answer: dict | None = None  # {"answer", "evidence"} from the answering model, when one is configured
     as_of: datetime | None = None  # the memory as it stood then (turns said later left out)
@@ -33,11 +33,13 @@ class Answered:
 def ask(
     index: MemoryIndex, question: str, date: datetime | None, extractor, embedder, config: RetrievalConfig,
     *, budget_tokens: int, llm=None, as_of: datetime | None = None, property_lines: int = 0, answer: bool = True,
+    context: bool = True,
 ) -> Answered:
     """``llm`` (an LlmSession) extracts the query facts and answers from the context; without it the
     embedded extractor reads the question and the evidence is the output. ``as_of`` answers from the
     memory as it stood then; ``property_lines`` property histories (as of then) join the context;
-    ``answer`` False: the model (if any) reads the question but does not answer."""
+    ``answer`` False: the model (if any) reads the question but does not answer; ``context`` False:
+    the ranking alone (no context is rendered, so nothing can be answered from it)."""
     date = date or (as_of if as_of is not None else index.passages[Passages.timestamp].max())
     started = time.perf_counter()
     # Without query facts the question is not read at all: no parse, no model call.
@@ -46,10 +48,12 @@ def ask(
     if as_of is not None:
         result = restrict(index, result, as_of)
     seconds = time.perf_counter() - started
+    if not context:
+        return Answered(question, date, result, None, seconds, None, as_of)
     histories = property_histories(index, [r.passage_id for r in result.ranked], as_of or date, property_lines)
-    context = build_context(index, result, budget_tokens, histories=histories)
-    reply = llm.answer(question, date, context.text) if llm is not None and answer else None
-    return Answered(question, date, result, context, seconds, reply, as_of)
+    rendered = build_context(index, result, budget_tokens, histories=histories)
+    reply = llm.answer(question, date, rendered.text) if llm is not None and answer else None
+    return Answered(question, date, result, rendered, seconds, reply, as_of)
 
 
 def encode(index: MemoryIndex, question: str, date: datetime, extractor, embedder, config: RetrievalConfig, *,

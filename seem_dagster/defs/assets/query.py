@@ -30,7 +30,7 @@ def retrieved_context(
     index.properties = properties
     session = LlmSession(seem.llm, seem.store.root, context.partition_key) if seem.llm.enabled else None
     answers = []
-    extractor, embedder = backends.extractor(seem.extraction.extractor), backends.embedder(seem.extraction.embedder)
+    extractor, embedder = backends.extractor(seem.extraction.extractor), backends.query_embedder(seem.extraction.embedder)
     refs = dict(zip(passages[Passages.passage_id].to_list(), passages[Passages.source_ref].to_list()))
     rows, seconds, recalls = [], [], []
     for q in questions.iter_rows(named=True):
