@@ -26,7 +26,7 @@ TURNS = [
     ("2023-01-08", "I live in Leeds, close to the station."),
     ("2023-04-18", "I moved to York last week."),
 ]
-ON = {}  # the defaults
+ON = {"split_events": True}  # the defaults, and one ranking per event (off by default: it does not pay on the dev files)
 OFF = {"time_weight": 0.0, "time_fact_weight": 0.0, "split_events": False, "latest_first": False, "advice_lexical": 1.0}
 
 

@@ -205,7 +205,7 @@ class RetrievalConfig(Section):
         "from the facts of those days (0: off)"
     )
     split_events: bool = Field(
-        True, description="a question about two or more events (\"X or Y first\", \"between X and Y\", quoted events, \"the "
+        False, description="a question about two or more events (\"X or Y first\", \"between X and Y\", quoted events, \"the "
         "order of\") is ranked once per event as well, and the rankings merged turn by turn, so each event's best turns reach "
         "the top"
     )
@@ -334,7 +334,7 @@ class AgentConfig(Section):
 
 Method = Literal["seem", "seem+query-facts", "seem-no-rpe", "seem-no-fusion", "seem+rerank", "seem-no-synonyms", "seem-named",
                  "seem-named-facts", "seem-embedded-facts", "seem-unstemmed", "seem-rpe-on-lists",
-                 "seem-no-time", "seem-no-events", "seem-no-latest", "seem-no-advice",
+                 "seem-no-time", "seem+events", "seem-no-latest", "seem-no-advice",
                  "prior", "prior+rerank", "prior-named", "prior-unstemmed",
                  "prior+reading", "prior+facts", "prior+rpe",
                  "graph-only", "dense", "bm25", "hybrid", "hybrid+reply", "seem+properties"]

@@ -32,13 +32,13 @@ ABLATION_WITHOUT = (("seem-no-synonyms", "seem", "seem without the synonym edges
                     ("seem-unstemmed", "seem", "seem with BM25 matching exact words (not their stems)"),
                     ("seem-rpe-on-lists", "seem", "seem with RPE also for questions that ask for several things"),
                     ("seem-no-time", "seem", "seem without the question's time (retrieval.time_weight, time_fact_weight)"),
-                    ("seem-no-events", "seem", "seem ranking a question about several events as one (retrieval.split_events)"),
                     ("seem-no-latest", "seem", "seem without the latest statement first (retrieval.latest_first)"),
                     ("seem-no-advice", "seem", "seem reading a request for advice like any question (retrieval.advice_lexical)"),
                     ("prior-named", "prior", "the prior matching the question as asked only"),
                     ("prior-unstemmed", "prior", "the prior with BM25 matching exact words (not their stems)"))
 # Parts measured by adding them to a method, off by default: (method with the part, the method without it, label).
 ABLATION_WITH = (("seem+rerank", "seem", "seem with the learned reranking (retrieval.rerank)"),
+                 ("seem+events", "seem", "seem ranking a question about several events once per event (retrieval.split_events)"),
                  ("prior+rerank", "prior", "the prior with its own learned reranking"))
 
 RESAMPLES = 2000

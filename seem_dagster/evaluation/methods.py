@@ -167,7 +167,7 @@ def retrieval_configs(base: RetrievalConfig) -> dict[str, RetrievalConfig]:
         "seem-unstemmed": base.replace(lexical_stems=False),
         "seem-rpe-on-lists": base.replace(list_breadth=False),
         "seem-no-time": base.replace(time_weight=0.0, time_fact_weight=0.0),
-        "seem-no-events": base.replace(split_events=False),
+        "seem+events": base.replace(split_events=True),
         "seem-no-latest": base.replace(latest_first=False),
         "seem-no-advice": base.replace(advice_lexical=1.0),
         "prior": base.replace(**flat, **UNREAD),
