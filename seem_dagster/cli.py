@@ -528,10 +528,25 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _igraph_without_matplotlib() -> None:
+    """Import igraph with matplotlib hidden: igraph imports matplotlib.pyplot for its drawing (0.4-0.5 s
+    of a one-shot `seem query`), and no command here draws a graph. A later `import matplotlib` (the
+    evaluation's plots) works as usual; igraph's own drawing stays off in this process only."""
+    if "igraph" in sys.modules or "matplotlib" in sys.modules:
+        return
+    sys.modules["matplotlib"] = None  # type: ignore[assignment]
+    try:
+        import igraph  # noqa: F401
+    finally:
+        if sys.modules.get("matplotlib", 0) is None:
+            del sys.modules["matplotlib"]
+
+
 def main(argv: list[str] | None = None) -> int:
     from seem_dagster import interrupts
 
     args = parser().parse_args(argv)
+    _igraph_without_matplotlib()
     interrupts.install()  # SIGINT and SIGTERM stop the command promptly, never half-way through a publish
     try:
         return args.func(args)

@@ -106,10 +106,12 @@ def encode_query(
 def form_of(question: str, config) -> bool:
     """Whether the question asks for several things, when the retrieval ``config`` (RetrievalConfig)
     uses it (its reads_form); False without a look at the question otherwise."""
-    from seem_dagster.retrieval.question_form import asks_for_several, may_ask_for_several
+    from seem_dagster.retrieval.question_form import WORD, asks_for_several, may_ask_for_several
 
     if not config.reads_form or not may_ask_for_several(question):
         return False
+    if WORD.findall(question)[0].lower() == "how":  # "how many": a list, whatever the tags say of the rest
+        return True
     from seem_dagster.extraction.embedded import question_tags
 
     return asks_for_several(question_tags(question))
