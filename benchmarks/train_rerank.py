@@ -34,7 +34,7 @@ import numpy as np
 
 from seem_dagster import backends
 from seem_dagster.config import resolve_standard
-from seem_dagster.evaluation.methods import retrieval_configs
+from seem_dagster.evaluation.methods import method_config
 from seem_dagster.evaluation.metrics import is_abstention, normalise_locomo_evidence
 from seem_dagster.evaluation.sample import write_sample_as_locomo
 from seem_dagster.evaluation.scoring import locomo_category
@@ -55,7 +55,7 @@ def collect(store: str, base_method: str, depth: int, benchmark: str = "locomo")
     its top ``depth`` passages, and the refs of its whole ranking (LongMemEval: its user turns, which
     its turn recall counts; abstention questions left out)."""
     config = resolve_standard().config
-    retrieval = retrieval_configs(config.retrieval.replace(rerank=False))[base_method]
+    retrieval = method_config(config.retrieval.replace(rerank=False), base_method)
     embedder = backends.embedder(config.extraction.embedder)
     rows = []
     for cid in registered_conversations(store):

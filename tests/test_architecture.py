@@ -63,3 +63,25 @@ def test_pure_parts_do_not_import_dagster_or_the_dagster_layer():
     offenders = {part: sorted(graph[part]["dagster"] | graph[part]["defs"] | graph[part]["definitions"])
                  for part in PURE if graph[part]["dagster"] | graph[part]["defs"] | graph[part]["definitions"]}
     assert not offenders, offenders
+
+
+def test_a_method_is_named_in_the_registry_alone():
+    """Every retrieval method is one entry of seem_dagster/methods.py: the evaluation holds no method's
+    name as a string, and no module of the package mentions a compound name (seem-no-rpe, prior+facts)
+    at all. (The short names are also words with other jobs: the `seem` resource and command, the
+    "dense" retrieval mode, the reranker's "prior" feature.)"""
+    from seem_dagster import methods as registry
+
+    names = set(registry.names())
+    compound = {n for n in names if "+" in n or "-" in n}
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        if path.name == "methods.py" and path.parent == PACKAGE:
+            continue
+        text = path.read_text(encoding="utf-8")
+        for node in ast.walk(ast.parse(text)):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names
+                    and path.relative_to(PACKAGE).parts[0] == "evaluation"):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value!r}")
+        found += [f"{path.relative_to(ROOT)} mentions {n}" for n in sorted(compound) if n in text]
+    assert not found, found

@@ -100,7 +100,7 @@ def test_layers_win_in_order_and_each_value_says_where_it_came_from(tmp_path):
      "setting retrieval.top_facts: Input should be a valid integer, unable to parse string as an integer (value 'many' from --set)"),
     (["retrieval.damping=1.5"], "setting retrieval.damping: Input should be less than 1 (value '1.5' from --set)"),
     (["retrieval.rpe_scope=everything"], "setting retrieval.rpe_scope: Input should be 'episode', 'session' or 'both' (value 'everything' from --set)"),
-    (["evaluation.methods=seem,colbert"], "setting evaluation.methods item 1: Input should be 'seem'"),
+    (["evaluation.methods=seem,colbert"], "setting evaluation.methods: unknown method 'colbert'; choose from prior, "),
     (["llm.backend=openai"], "settings [llm]: backend 'openai' needs a model name"),
     (["top_facts"], "--set 'top_facts': expected section.setting=value"),
 ])

@@ -5,8 +5,9 @@ from datetime import datetime
 
 import pytest
 
+from conftest import tree
+from seem_dagster import methods as registry
 from seem_dagster.cli import main
-from seem_dagster.config.tree import DEFAULT_METHODS
 from seem_dagster.evaluation.methods import rrf_scores
 from seem_dagster.evaluation.metrics import (
     evidence_recall,
@@ -108,7 +109,7 @@ def test_seem_eval_locomo_end_to_end_and_reuses_the_built_memory(tmp_path):
     data, out = _locomo_file(tmp_path), tmp_path / "out"
     assert main(["eval", "locomo", "--data", str(data), "--out", str(out), "--quiet"]) == 0
     results = json.loads((out / "results.json").read_text())
-    assert set(results["methods"]) == set(DEFAULT_METHODS)
+    assert set(results["methods"]) == set(registry.defaults())
     assert results["questions"] == 13 and results["passages"] == 48
     for name, figures in results["methods"].items():
         # A longer list never finds less, nor does a bigger context.
@@ -263,3 +264,27 @@ def test_the_ablation_table_lists_the_parts_taken_away_with_their_change_from_th
     assert rows["seem-named"].endswith("| 0.740 (+0.040) | 0.435 (+0.035) |")
     assert rows["prior-named"].endswith("| 0.650 (-0.050) | 0.340 (-0.060) |")
     assert list(rows) == ["method", "prior", "seem", "seem-named", "prior-named"]  # bm25 is no step
+
+
+@pytest.mark.slow
+def test_a_method_registered_here_is_evaluated_and_reported(tmp_path):
+    """The registry is the one place a method is named: an entry added at run time is accepted by the
+    configuration, ranked by the evaluation and shown in the report's ablation with its own label."""
+    from seem_dagster.config import ConfigError
+    from seem_dagster.methods import Method, Step
+
+    with pytest.raises(ConfigError, match="unknown method 'seem-top1'"):
+        tree(None, {"evaluation.methods": ["seem", "seem-top1"]})
+    registry.register(Method("seem-top1", "seem seeding the walk from one fact", settings={"top_facts": 1},
+                             step=Step("without", "seem with a single seed fact (a test's method)", "seem")))
+    try:
+        data, out = _locomo_file(tmp_path), tmp_path / "out"
+        assert main(["eval", "locomo", "--data", str(data), "--out", str(out), "--quiet", "--methods", "prior,seem,seem-top1"]) == 0
+        results = json.loads((out / "results.json").read_text())
+        assert list(results["methods"]) == ["prior", "seem", "seem-top1"]
+        assert results["timing"]["query_latency"]["seem-top1"]["queries"] == 13
+        assert {("seem", "seem-top1"), ("seem", "prior")} <= {(r["with"], r["without"]) for r in results["differences"]["rows"]}
+        report = (out / "results.md").read_text()
+        assert "| seem with a single seed fact (a test's method) | seem-top1 |" in report
+    finally:
+        registry.unregister("seem-top1")

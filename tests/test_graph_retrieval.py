@@ -359,7 +359,7 @@ def test_seem_query_json_contract_on_a_built_locomo_conversation(locomo_dev, tmp
 
 
 def test_the_attributable_methods_by_hand():
-    from seem_dagster.config import METHODS
+    from seem_dagster import methods as registry
     from seem_dagster.evaluation.methods import ids, rankers
     from seem_dagster.retrieval.query import EncodedQuery
 
@@ -375,9 +375,9 @@ def test_the_attributable_methods_by_hand():
     assert idx.answers_to.tolist() == [-1, -1, 1, -1]  # "With my aunt." answers "Where did you stay in Lisbon?"
     # The question's vector is orthogonal to every passage: dense ranks in row order, BM25 on "lisbon", "stay".
     query = EncodedQuery("Lisbon stay", T, unit(0, 0, 1), [], np.zeros((0, DIM), np.float32))
-    ranked = rankers(RetrievalConfig(rpe_after=0, top_passages_rpe=1), METHODS)
+    ranked = rankers(RetrievalConfig(rpe_after=0, top_passages_rpe=1), registry.names())
     methods = {name: (lambda rank: lambda i, q: ids(rank(i, q)))(rank) for name, rank in ranked.items()}
-    assert set(methods) == set(METHODS)
+    assert set(methods) == set(registry.names())
     assert methods["dense"](idx, query) == ["p0", "p1", "p2", "p3"]
     assert methods["bm25"](idx, query)[:2] == ["p1", "p3"]
     # RRF (k=60): p1 1/61+1/62 = 0.03252, p0 1/63+1/61 = 0.03227, p3 1/62+1/64 = 0.03175, p2 1/64+1/63 = 0.03150.
@@ -442,9 +442,10 @@ def test_facts_are_matched_by_the_weighted_mean_of_the_question_with_and_without
     assert order(cfg.replace(unnamed_fact_weight=0.5), unnamed) == ["p1", "p0", "p2"]
     assert order(cfg.replace(unnamed_fact_weight=0.5), None) == ["p0", "p1", "p2"]  # the question named no speaker
     # seem-named takes both away, seem-named-facts only the facts'.
-    from seem_dagster.evaluation.methods import retrieval_configs
+    from seem_dagster import methods as registry
+    from seem_dagster.evaluation.methods import method_config
 
-    configs = retrieval_configs(RetrievalConfig())
+    configs = {name: method_config(RetrievalConfig(), name) for name in registry.names()}
     assert (configs["seem-named"].unnamed_weight, configs["seem-named"].unnamed_fact_weight) == (0.0, 0.0)
     assert (configs["seem-named-facts"].unnamed_weight, configs["seem-named-facts"].unnamed_fact_weight) == (1.0, 0.0)
 

@@ -6,8 +6,9 @@ import numpy as np
 import polars as pl
 import pytest
 
+from seem_dagster import methods as registry
 from seem_dagster.config import RetrievalConfig
-from seem_dagster.evaluation.methods import ids, rankers, retrieval_configs
+from seem_dagster.evaluation.methods import ids, method_config, rankers
 from seem_dagster.graph.build import graph_edges
 from seem_dagster.graph.entities import entities_from_facts
 from seem_dagster.retrieval.index import FACT, PASSAGE, MemoryIndex
@@ -62,7 +63,7 @@ def test_the_prior_and_the_baselines_follow_lexical_stems_and_the_unstemmed_abla
     assert order(cfg.replace(lexical_stems=False)) == ["p0", "p1"]
     assert idx.lexical(True) is idx.lexical(True) and idx.lexical(False) is not idx.lexical(True)  # each built once
 
-    configs = retrieval_configs(RetrievalConfig())
+    configs = {name: method_config(RetrievalConfig(), name) for name in registry.names()}
     assert configs["seem-unstemmed"] == RetrievalConfig(lexical_stems=False)
     assert configs["prior-unstemmed"] == configs["prior"].replace(lexical_stems=False)
     query = EncodedQuery(question, T, vector, [], np.zeros((0, 2), np.float32))

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 from test_graph_retrieval import DIM, index, unit
 
+from seem_dagster import methods as registry
 from seem_dagster.config import RetrievalConfig, resolve_standard
 from seem_dagster.evaluation.ablation import comparisons
-from seem_dagster.evaluation.methods import rankers, reads_form, retrieval_configs
+from seem_dagster.evaluation.methods import method_config, rankers, reads_form
 from seem_dagster.retrieval.rerank import FACT_FEATURES, FEATURES, MODEL_PATH, RerankModel, Signals, bundled_model, feature_matrix, fit
 from seem_dagster.retrieval.search import rerank_features, retrieve
 
@@ -96,7 +97,7 @@ def test_reranking_reorders_only_the_top_and_keeps_every_passage():
 
 def test_the_rerank_methods_and_their_comparisons():
     base = resolve_standard().config.retrieval
-    configs = retrieval_configs(base)
+    configs = {name: method_config(base, name) for name in registry.names()}
     assert configs["seem+rerank"].rerank and configs["prior+rerank"].rerank and not configs["prior+rerank"].use_graph
     assert not any(configs[m].rerank for m in ("prior", "prior+facts", "seem-no-rpe", "seem-no-fusion"))
     assert reads_form(base, "prior+rerank")  # the reranker reads whether the question asks for several things

@@ -12,7 +12,6 @@ from seem_dagster.config.resolve import (
     resolve_standard,
 )
 from seem_dagster.config.tree import (
-    METHODS,
     AgentConfig,
     EvaluationConfig,
     ExecutionConfig,
@@ -31,7 +30,7 @@ from seem_dagster.config.tree import (
 
 __all__ = [
     "AgentConfig", "PropertiesConfig", "SqlConfig",
-    "ConfigError", "EvaluationConfig", "ExecutionConfig", "ExtractionConfig", "FusionConfig", "IngestConfig", "Layer", "LlmConfig", "METHODS",
+    "ConfigError", "EvaluationConfig", "ExecutionConfig", "ExtractionConfig", "FusionConfig", "IngestConfig", "Layer", "LlmConfig",
     "QueryConfig", "Resolved", "RetrievalConfig", "SETTINGS", "SeemConfig", "StoreConfig", "SynonymConfig",
     "assignments_layer", "defaults", "file_layer", "resolve", "resolve_standard",
 ]

@@ -51,7 +51,7 @@ def _settings() -> dict[str, Setting]:
     for section, info in SeemConfig.model_fields.items():
         model = info.annotation
         for name, f in model.model_fields.items():
-            out[f"{section}.{name}"] = Setting(f"{section}.{name}", f.annotation, f.default, f.description or "")
+            out[f"{section}.{name}"] = Setting(f"{section}.{name}", f.annotation, f.get_default(call_default_factory=True), f.description or "")
     return out
 
 

@@ -11,9 +11,11 @@ the Dagster launchpad show.
 from __future__ import annotations
 
 import os
-from typing import Literal, get_args
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from seem_dagster import methods as registry
 
 DEFAULT_API_KEY_ENV = "SEEM_LLM_API_KEY"
 
@@ -120,7 +122,7 @@ class RetrievalConfig(Section):
     use_graph: bool = Field(True, description="seed PageRank from the question's facts (false: rank by the passage prior)")
     use_rpe: bool = Field(True, description="Reverse Provenance Expansion after ranking")
     use_synonyms: bool = Field(True, description="the walk follows the synonym edges between entity names (false: the "
-                               "ablation seem-no-synonyms, same memory)")
+                               "ablation without them, on the same memory)")
     top_facts: int = Field(5, ge=0, description="facts that seed the walk")
     query_facts: bool = Field(
         False, description="also match the question's own facts (read by the extractor, or by the language model when one is "
@@ -138,18 +140,18 @@ class RetrievalConfig(Section):
     )
     lexical_stems: bool = Field(
         True, description="BM25 matches a word by its Snowball stem (\"camped\" finds \"camping\"), in the prior and the bm25 and "
-        "hybrid baselines (false: the exact word; the ablations seem-unstemmed and prior-unstemmed)"
+        "hybrid baselines (false: the exact word, an ablation of seem and of the prior)"
     )
     unnamed_weight: float = Field(
         1.0, ge=0, description="the question with the conversation's speakers' names taken out is matched against the passages "
         "too, with this weight beside the question's own cosine: every passage starts with its speaker's name, so a name in the "
-        "question matches all of that speaker's turns alike (0: off, the ablation seem-named)"
+        "question matches all of that speaker's turns alike (0: off, an ablation)"
     )
     unnamed_fact_weight: float = Field(
         0.5, ge=0, description="a fact's match with a question that names a speaker is the weighted mean of its cosine with the "
         "question and with the question without the speakers' names, this the latter's weight: a fact's vector holds its "
         "subject's name, which then matches all of that person's facts alike. A mean keeps the cosine's scale, so "
-        "min_fact_score means what it did (0: off, the ablation seem-named-facts; docs/experiments.md has the weights tried)"
+        "min_fact_score means what it did (0: off, an ablation; docs/experiments.md has the weights tried)"
     )
     answer_share: float = Field(
         0.35, ge=0, description="a reply inherits this share of the prior of the question turn it answers"
@@ -157,7 +159,7 @@ class RetrievalConfig(Section):
     list_breadth: bool = Field(
         True, description="a question that asks for several things (a plural noun after a leading what/which, or \"how many\") "
         "skips RPE: its items are spread across sessions, and RPE would give the slots after the top five to its best match's "
-        "neighbours (costs a tagging of the question, about 1.4 ms; false: the ablation seem-rpe-on-lists)"
+        "neighbours (costs a tagging of the question, about 1.4 ms; false: an ablation)"
     )
     top_passages_rpe: int = Field(2, ge=0, description="top passages that RPE expands")
     rpe_after: int = Field(
@@ -185,8 +187,8 @@ class RetrievalConfig(Section):
     rerank: bool = Field(
         False, description="reorder the top rerank_depth passages by a logistic model over what the query already computed "
         "(the rank, the prior, the facts' match, replies, the speaker the question names, the list form, the turn's length), "
-        "fitted on LoCoMo dev by benchmarks/train_rerank.py and bundled (retrieval/rerank_model.json; the ablation "
-        "seem+rerank). Off: what it gains on held-out LoCoMo conversations is LoCoMo's way of marking evidence, and on "
+        "fitted on LoCoMo dev by benchmarks/train_rerank.py and bundled (retrieval/rerank_model.json; measured "
+        "by adding it). Off: what it gains on held-out LoCoMo conversations is LoCoMo's way of marking evidence, and on "
         "a conversation marked otherwise (the bundled sample) it loses gold turns (README, docs/experiments.md)"
     )
     rerank_depth: int = Field(100, ge=1, description="passages the reranker reorders; the rest keep their order")
@@ -332,19 +334,18 @@ class AgentConfig(Section):
     )
 
 
-Method = Literal["seem", "seem+query-facts", "seem-no-rpe", "seem-no-fusion", "seem+rerank", "seem-no-synonyms", "seem-named",
-                 "seem-named-facts", "seem-embedded-facts", "seem-unstemmed", "seem-rpe-on-lists",
-                 "seem-no-time", "seem+events", "seem-no-latest", "seem-no-advice",
-                 "prior", "prior+rerank", "prior-named", "prior-unstemmed",
-                 "prior+reading", "prior+facts", "prior+rpe",
-                 "graph-only", "dense", "bm25", "hybrid", "hybrid+reply", "seem+properties"]
-METHODS: tuple[str, ...] = get_args(Method)
-# seem+properties is measured on request (--methods): it costs recall (docs/experiments.md).
-DEFAULT_METHODS: tuple[str, ...] = tuple(m for m in METHODS if m != "seem+properties")
+# The methods are named in seem_dagster.methods (the registry); here only checked against it.
+def _known_methods(names: tuple[str, ...]) -> tuple[str, ...]:
+    known = registry.names()
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"unknown method {unknown[0]!r}; choose from {', '.join(known)}")
+    return names
 
 
 class EvaluationConfig(Section):
-    methods: tuple[Method, ...] = Field(DEFAULT_METHODS, min_length=1, description="retrieval methods `seem eval` compares")
+    methods: tuple[str, ...] = Field(default_factory=registry.defaults, min_length=1,
+                                     description="retrieval methods `seem eval` compares (seem_dagster/methods.py names them)")
     ks: tuple[int, ...] = Field((5, 10, 25, 50), min_length=1, description="LoCoMo recall cut-offs")
     budgets: tuple[int, ...] = Field((500, 1000, 2000), description="LoCoMo recall within these context budgets (tokens)")
     granularities: tuple[Literal["session", "turn"], ...] = Field(
@@ -353,8 +354,10 @@ class EvaluationConfig(Section):
     corpus: Literal["user", "all"] = Field(
         "user", description="LongMemEval turns in the memory: the official protocol's user turns, or all"
     )
-    answer_methods: tuple[Method, ...] = Field(("seem", "hybrid"), description="with a language model: methods answered and judged")
+    answer_methods: tuple[str, ...] = Field(registry.ANSWERED, description="with a language model: methods answered and judged")
     answer_budget: int = Field(1500, ge=32, description="with a language model: context tokens per answer")
+
+    _methods_known = field_validator("methods", "answer_methods")(_known_methods)
 
     @model_validator(mode="after")
     def _positive(self) -> EvaluationConfig:

@@ -15,31 +15,24 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from seem_dagster import methods as registry
 from seem_dagster.evaluation.scoring import LocomoQuestion
 
-# Each row adds one part to the row before it (only the methods that were run are chained).
-ABLATION_STEPS = (("prior", "passage prior alone"),
-                  ("prior+reading", "+ reading the question"),  # its time, its events, asking for the latest, for advice
-                  ("prior+facts", "+ facts as keys"), ("seem-no-rpe", "+ graph walk"),
-                  ("seem-no-fusion", "+ RPE (session)"), ("seem", "+ fusion (RPE over episodes)"),
-                  ("seem+query-facts", "+ the question's own facts"), ("seem+properties", "+ property route"))
-# Parts measured by taking them away (same memory), listed after the chain: (method without the part,
-# the method with it, label).
-ABLATION_WITHOUT = (("seem-no-synonyms", "seem", "seem without the synonym edges"),
-                    ("seem-named", "seem", "seem matching the question as asked only (not also without the speakers' names)"),
-                    ("seem-named-facts", "seem", "seem matching the facts against the question as asked only"),
-                    ("seem-embedded-facts", "seem", "seem with every fact embedded alone (not pooled from its passage's forward pass)"),
-                    ("seem-unstemmed", "seem", "seem with BM25 matching exact words (not their stems)"),
-                    ("seem-rpe-on-lists", "seem", "seem with RPE also for questions that ask for several things"),
-                    ("seem-no-time", "seem", "seem without the question's time (retrieval.time_weight, time_fact_weight)"),
-                    ("seem-no-latest", "seem", "seem without the latest statement first (retrieval.latest_first)"),
-                    ("seem-no-advice", "seem", "seem reading a request for advice like any question (retrieval.advice_lexical)"),
-                    ("prior-named", "prior", "the prior matching the question as asked only"),
-                    ("prior-unstemmed", "prior", "the prior with BM25 matching exact words (not their stems)"))
-# Parts measured by adding them to a method, off by default: (method with the part, the method without it, label).
-ABLATION_WITH = (("seem+rerank", "seem", "seem with the learned reranking (retrieval.rerank)"),
-                 ("seem+events", "seem", "seem ranking a question about several events once per event (retrieval.split_events)"),
-                 ("prior+rerank", "prior", "the prior with its own learned reranking"))
+
+def chain() -> list[tuple[str, str]]:
+    """(method, label) of each step that adds one part to the one before it, in the registry's order."""
+    return [(m.name, m.step.label) for m in registry.all_methods() if m.step is not None and m.step.kind == "chain"]
+
+
+def taken_away() -> list[tuple[str, str, str]]:
+    """(method without the part, the method with it, label) of the parts measured by taking them away."""
+    return [(m.name, m.step.against, m.step.label) for m in registry.all_methods() if m.step is not None and m.step.kind == "without"]
+
+
+def added() -> list[tuple[str, str, str]]:
+    """(method with the part, the method without it, label) of the parts off by default, measured by adding them."""
+    return [(m.name, m.step.against, m.step.label) for m in registry.all_methods() if m.step is not None and m.step.kind == "with"]
+
 
 RESAMPLES = 2000
 LEVEL = 0.95
@@ -91,20 +84,23 @@ def comparisons(methods: Sequence[str]) -> list[tuple[str, str, str]]:
     """(label, method with the part, method without it): each chained step against the step before
     it, the whole structure (seem against the prior) when steps lie between them, then the parts
     taken away, against the method that has them."""
-    order = [name for name, _ in ABLATION_STEPS]
-    labels = dict(ABLATION_STEPS)
+    steps = chain()
+    order = [name for name, _ in steps]
+    labels = dict(steps)
     chained = [name for name in order if name in methods]
 
     def parts(before: str, name: str) -> str:  # a step not run between two that were is part of the change
         return ", ".join(labels[n] for n in order[order.index(before) + 1:order.index(name) + 1])
 
     out = [(parts(before, name), name, before) for before, name in zip(chained, chained[1:])]
-    if "prior" in chained and "seem" in chained and chained.index("seem") - chained.index("prior") > 1:
-        out.append(("the structure: " + parts("prior", "seem"), "seem", "prior"))
-    if "seem+rerank" in methods and "prior+rerank" in methods:  # the reranker is not the structure's: both sides have one
-        out.append(("the structure, both reranked by their own models", "seem+rerank", "prior+rerank"))
-    out += [(label, with_part, name) for name, with_part, label in ABLATION_WITHOUT if name in methods and with_part in methods]
-    out += [(label, name, without) for name, without, label in ABLATION_WITH if name in methods and without in methods]
+    top, bottom = registry.STRUCTURE
+    if bottom in chained and top in chained and chained.index(top) - chained.index(bottom) > 1:
+        out.append(("the structure: " + parts(bottom, top), top, bottom))
+    top, bottom = registry.STRUCTURE_RERANKED
+    if top in methods and bottom in methods:  # the reranker is not the structure's: both sides have one
+        out.append(("the structure, both reranked by their own models", top, bottom))
+    out += [(label, with_part, name) for name, with_part, label in taken_away() if name in methods and with_part in methods]
+    out += [(label, name, without) for name, without, label in added() if name in methods and without in methods]
     return out
 
 

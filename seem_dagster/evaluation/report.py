@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from seem_dagster.evaluation.ablation import ABLATION_STEPS, ABLATION_WITH, ABLATION_WITHOUT, LME_COLUMNS, LOCOMO_CUTS
+from seem_dagster import methods as registry
+from seem_dagster.evaluation.ablation import LME_COLUMNS, LOCOMO_CUTS, added, chain, taken_away
 
 LME_TABLE = [("session", "recall_all@5"), ("session", "ndcg_any@5"), ("session", "recall_all@10"),
              ("turn", "recall_all@5"), ("turn", "recall_all@10"), ("turn", "ndcg_any@10")]
@@ -73,8 +74,8 @@ def markdown(results: dict) -> str:
                  "; every memory was built outside `seem eval` and left no timings: none to show")
     lines += ["", f"Build seconds per 1k passages{note}:", ""]
     lines += [f"- {stage}: {seconds:.1f}" for stage, seconds in build["seem_stages"].items()]
-    lines += [f"- SEEM total: {_ms(build['seem_total'])}; BM25 index: {build['bm25']:.3f}; "
-              f"dense embedding ({results['config']['embedder']}): {build['dense']:.1f}",
+    lines += [f"- SEEM total: {_ms(build['seem_total'])}; BM25 index: {build[registry.BM25]:.3f}; "
+              f"dense embedding ({results['config']['embedder']}): {build[registry.DENSE]:.1f}",
               f"- SEEM/BM25 {_ms(timing['build_ratio']['seem_vs_bm25'])}x, SEEM/dense {_ms(timing['build_ratio']['seem_vs_dense'])}x",
               f"- peak RSS {timing['peak_rss_mb']:.0f} MB; run {results['seconds_total']:.0f} s "
               f"(build {timing['build_seconds_this_run']:.0f} s, {timing['conversations_built_this_run']} built, "
@@ -85,10 +86,10 @@ def markdown(results: dict) -> str:
 def _ablation(results: dict) -> list[str]:
     """prior -> + facts as keys -> + walk -> + RPE -> + fusion, each row one part more; only the steps that were run."""
     methods = results["methods"]
-    steps = [(name, label) for name, label in ABLATION_STEPS if name in methods]
+    steps = [(name, label) for name, label in chain() if name in methods]
     if len(steps) < 2:
         return []
-    steps += [(name, label) for name, _, label in ABLATION_WITHOUT + ABLATION_WITH if name in methods]
+    steps += [(name, label) for name, _, label in taken_away() + added() if name in methods]
     if results["benchmark"] == "locomo":
         cuts = [f"recall@{k}" for k in LOCOMO_CUTS if f"recall@{k}" in next(iter(methods.values()))]
         k10 = "recall@10" if "recall@10" in cuts else cuts[0]

@@ -23,9 +23,10 @@ from importlib import metadata
 from pathlib import Path
 
 from seem_dagster import backends
+from seem_dagster import methods as registry
 from seem_dagster.config import Layer, Resolved, SeemConfig, resolve_standard
 from seem_dagster.evaluation.ablation import differences, locomo_columns, longmemeval_columns
-from seem_dagster.evaluation.methods import ids, query_encoding, rankers, reads_form
+from seem_dagster.evaluation.methods import ids, method_config, query_encoding, rankers, reads_form
 from seem_dagster.evaluation.metrics import is_abstention, longmemeval_session_gold, normalise_locomo_evidence
 from seem_dagster.evaluation.qa import QaItem, answer_and_judge, summarise_qa
 from seem_dagster.evaluation.scoring import (
@@ -209,9 +210,9 @@ def run_evaluation(run: EvalRun, resolved: Resolved | None = None) -> str:
         speaker_of = dict(zip(passages[Passages.passage_id].to_list(), passages[Passages.speaker].to_list()))
         all_passage_texts.extend(passages[Passages.text].to_list())
         latest = passages[Passages.timestamp].max()
-        for stems in {config.retrieval.lexical_stems, *(False for m in methods if m.endswith("-unstemmed"))}:
+        for stems in {method_config(config.retrieval, m).lexical_stems for m in methods}:
             index.lexical(stems)  # built once per conversation, outside the query timings
-        if "seem-embedded-facts" in methods:
+        if any(registry.EMBEDDED_FACT_VECTORS in registry.get(m).needs for m in methods):
             # Through the conversation's vector cache: the facts the build embedded alone are hits, and
             # the next evaluation of this memory embeds none of them again.
             vectors = ConversationCache(store, cid)
@@ -348,12 +349,12 @@ def _timing(builds, build_s, query_s, latencies, traced, texts, embedder) -> dic
     sample = texts[:DENSE_BUILD_SAMPLE]
     _, dense_s = _timed(lambda: embedder.encode(sample))
     baseline_build = {
-        "bm25": bm25_s / max(1, len(texts)) * 1000,
-        "dense": dense_s / max(1, len(sample)) * 1000,
+        registry.BM25: bm25_s / max(1, len(texts)) * 1000,
+        registry.DENSE: dense_s / max(1, len(sample)) * 1000,
     }
     query = {m: {**_percentiles(v), "queries": len(v)} for m, v in latencies.items()}
     for figures in query.values():
-        for base in ("bm25", "dense"):
+        for base in registry.LATENCY_BASELINES:
             ref = query.get(base, {}).get("p50_ms")
             figures[f"p50_vs_{base}"] = figures["p50_ms"] / ref if ref and figures["p50_ms"] is not None else None
     return {
@@ -363,8 +364,8 @@ def _timing(builds, build_s, query_s, latencies, traced, texts, embedder) -> dic
         "conversations_untimed": len(builds) - len(timed),
         "build_seconds_per_1k_passages": {"seem_stages": per_1k, "seem_total": seem_build_per_1k, **baseline_build},
         "build_ratio": {
-            "seem_vs_bm25": seem_build_per_1k / baseline_build["bm25"] if seem_build_per_1k and baseline_build["bm25"] else None,
-            "seem_vs_dense": seem_build_per_1k / baseline_build["dense"] if seem_build_per_1k and baseline_build["dense"] else None,
+            f"seem_vs_{base}": seem_build_per_1k / baseline_build[base] if seem_build_per_1k and baseline_build[base] else None
+            for base in (registry.BM25, registry.DENSE)
         },
         "query_seconds_total": query_s,
         "query_latency": query,

@@ -1,4 +1,4 @@
-"""Properties as a second route to passages (the ``seem+properties`` method).
+"""Properties as a second route to passages (a method of the evaluation, off by default).
 
 The question's best-matching properties (scored by the vector of the fact each came from) bring the
 passages of their whole (entity, property) history: for a single-valued property the current value

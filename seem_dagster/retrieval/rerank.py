@@ -7,8 +7,8 @@ how long it is (a turn of four words rarely holds the evidence). A logistic mode
 signals, fitted on LoCoMo dev by ``benchmarks/train_rerank.py`` and bundled as ``rerank_model.json``,
 reorders the top ``retrieval.rerank_depth`` passages; the rest keep their order. A conversation it
 was fitted on is reranked by the model fitted on the others. There is one model per base ranking:
-``seem`` for the walk's ranking and ``prior`` for the passage prior alone (the ablation
-``prior+rerank``), so what the reranker adds is never counted as the structure's.
+``seem`` for the walk's ranking and ``prior`` for the passage prior alone (which the evaluation
+also reranks), so what the reranker adds is never counted as the structure's.
 """
 
 from __future__ import annotations
