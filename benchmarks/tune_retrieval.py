@@ -21,18 +21,16 @@ import argparse
 import time
 from collections import Counter
 
-from seem_dagster import backends
-from seem_dagster.config import RetrievalConfig, resolve_standard
+from seem_dagster import Memory
+from seem_dagster.config import RetrievalConfig
 from seem_dagster.evaluation.methods import ids, rankers
 from seem_dagster.evaluation.metrics import is_abstention, normalise_locomo_evidence
 from seem_dagster.evaluation.run import score_lme_question
 from seem_dagster.evaluation.scoring import locomo_category, score_locomo
 from seem_dagster.evaluation.tuning import memoised, nested, pooled
-from seem_dagster.retrieval.load import load_index
-from seem_dagster.retrieval.query import encode_query, form_of
+from seem_dagster.retrieval.query import form_of
 from seem_dagster.schemas import Passages, Questions
 from seem_dagster.store.snapshot import read_table, table_path
-from seem_dagster.store.sources import registered_conversations
 
 # The settings of the passage prior, and those of the structure on it (retrieval's config tree has
 # their meanings); each grid holds the default.
@@ -45,7 +43,7 @@ STRUCTURE_GRID = {"fact_key_weight": [0.1, 0.2, 0.3, 0.4, 0.5], "min_fact_score"
 GRIDS = {"prior": PRIOR_GRID, "seem": PRIOR_GRID | STRUCTURE_GRID}
 
 
-def load_questions(store: str, benchmark: str, embedder, base: RetrievalConfig, category: str | None = None,
+def load_questions(memory: Memory, benchmark: str, base: RetrievalConfig, category: str | None = None,
                    granularity: str = "turn") -> list[tuple[str, object, list]]:
     """Per conversation with questions: (its id, its memory, [(an encoded question, its scorer of a
     ranking at K)]), the scorer as `seem eval` scores that benchmark; only the questions of
@@ -53,9 +51,9 @@ def load_questions(store: str, benchmark: str, embedder, base: RetrievalConfig, 
     names them); LongMemEval at ``granularity`` (turn or session). Each question's form (whether it
     asks for several things) is read as ``base`` reads it, as `seem eval` does."""
     loaded = []
-    for cid in registered_conversations(store):
-        index = load_index(store, cid)
-        questions = read_table(table_path(store, "questions", cid))
+    for cid in memory.conversations():
+        index = memory.index(cid)
+        questions = read_table(table_path(memory.store, "questions", cid))
         passages = index.passages
         ref_of = dict(zip(passages[Passages.passage_id].to_list(), passages[Passages.source_ref].to_list()))
         speaker_of = dict(zip(passages[Passages.passage_id].to_list(), passages[Passages.speaker].to_list()))
@@ -67,8 +65,8 @@ def load_questions(store: str, benchmark: str, embedder, base: RetrievalConfig, 
             named = locomo_category(q[Questions.category]) if benchmark == "locomo" else (q[Questions.category] or "none")
             if category and category not in named:
                 continue
-            query = encode_query(q[Questions.question], q[Questions.question_date] or latest, None, embedder, cid, facts=[],
-                                 speakers=index.speakers, several=form_of(q[Questions.question], base))
+            query = memory.encode(cid, q[Questions.question], q[Questions.question_date] or latest, facts=[],
+                                  several=form_of(q[Questions.question], base))
             if benchmark == "locomo":
                 gold = normalise_locomo_evidence(q[Questions.evidence], set(ref_of.values()))
                 encoded.append((query, lambda ranking, k, g=gold, refs=ref_of: score_locomo(g, [refs[p] for p in ranking], [k], {})[f"recall@{k}"]))
@@ -88,6 +86,42 @@ def scorer(loaded, base, method: str, k: int):
     return memoised(scores)
 
 
+def tune(store: str, benchmark: str, k: int = 10, passes: int = 3, granularity: str = "turn", category: str | None = None,
+         say=print) -> dict:
+    """The held-out figures: per method (prior, seem) its folds and its pooled (defaults, tuned) recall;
+    ``say`` prints the lines the command prints."""
+    memory = Memory.open(store)  # SEEM_CONFIG and SEEM_* variables choose the defaults
+    base = memory.config.retrieval
+    started = time.perf_counter()
+    loaded = load_questions(memory, benchmark, base, category, granularity)
+    if not loaded:
+        raise SystemExit(f"{store}: no question of category {category!r}" if category else f"{store}: no question")
+    questions = sum(len(e) for _, _, e in loaded)
+    metric = f"recall@{k}" if benchmark == "locomo" else f"{granularity} recall_all@{k}"
+    say(f"{benchmark}: {len(loaded)} conversations, {questions} {category + ' ' if category else ''}questions, "
+        f"{metric}; settings chosen on the others by coordinate ascent from the defaults (at most {passes} passes)")
+    out = {"conversations": len(loaded), "questions": questions, "methods": {}}
+    for method, grid in GRIDS.items():
+        scores = scorer(loaded, base, method, k)
+        defaults = {name: getattr(base, name) for name in grid}
+        folds = nested(scores, grid, defaults, passes)
+        default, tuned = pooled(folds)
+        out["methods"][method] = {"default": default, "tuned": tuned, "folds": folds, "evaluated": len(scores.evaluated)}
+        if benchmark == "locomo":  # LongMemEval's folds are single questions: their lines say little
+            for f in folds:
+                chosen = " ".join(f"{n}={v}" for n, v in f.chosen.items()) or "(the defaults)"
+                say(f"  {method:<6} {f.held_out:<12} defaults {f.default:.3f}  tuned {f.tuned:.3f}  {chosen}")
+        moved = {n: Counter(f.chosen[n] for f in folds if n in f.chosen) for n in grid}
+        say(f"{method}: held out, defaults {default:.4f}, tuned on the others {tuned:.4f} ({tuned - default:+.4f}); settings "
+            f"evaluated {len(scores.evaluated)}; moved in folds (value x folds of {len(folds)}): "
+            + ("; ".join(f"{n} " + ", ".join(f"{v} x{c}" for v, c in values.most_common()) for n, values in moved.items() if values)
+               or "none"))
+    prior, seem = out["methods"]["prior"], out["methods"]["seem"]
+    say(f"seem - prior on held-out questions: both at the defaults {seem['default'] - prior['default']:+.4f}; "
+        f"each tuned without them {seem['tuned'] - prior['tuned']:+.4f}  ({time.perf_counter() - started:.0f} s)")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", required=True, help="a store `seem eval` built")
@@ -97,37 +131,7 @@ def main() -> None:
     parser.add_argument("--granularity", choices=["turn", "session"], default="turn", help="LongMemEval's recall_all over turns or sessions")
     parser.add_argument("--category", help="tune and score only these questions, e.g. multi-hop (LoCoMo) or temporal-reasoning")
     args = parser.parse_args()
-    config = resolve_standard().config
-    base = config.retrieval
-    started = time.perf_counter()
-    loaded = load_questions(args.store, args.benchmark, backends.embedder(config.extraction.embedder), base, args.category,
-                            args.granularity)
-    if not loaded:
-        raise SystemExit(f"{args.store}: no question of category {args.category!r}" if args.category else f"{args.store}: no question")
-    questions = sum(len(e) for _, _, e in loaded)
-    metric = f"recall@{args.k}" if args.benchmark == "locomo" else f"{args.granularity} recall_all@{args.k}"
-    print(f"{args.benchmark}: {len(loaded)} conversations, {questions} {args.category + ' ' if args.category else ''}questions, "
-          f"{metric}; settings chosen on the others "
-          f"by coordinate ascent from the defaults (at most {args.passes} passes)")
-    summary = {}
-    for method, grid in GRIDS.items():
-        scores = scorer(loaded, base, method, args.k)
-        defaults = {name: getattr(base, name) for name in grid}
-        folds = nested(scores, grid, defaults, args.passes)
-        summary[method] = pooled(folds)
-        if args.benchmark == "locomo":  # LongMemEval's folds are single questions: their lines say little
-            for f in folds:
-                chosen = " ".join(f"{n}={v}" for n, v in f.chosen.items()) or "(the defaults)"
-                print(f"  {method:<6} {f.held_out:<12} defaults {f.default:.3f}  tuned {f.tuned:.3f}  {chosen}")
-        moved = {n: Counter(f.chosen[n] for f in folds if n in f.chosen) for n in grid}
-        print(f"{method}: held out, defaults {summary[method][0]:.4f}, tuned on the others {summary[method][1]:.4f} "
-              f"({summary[method][1] - summary[method][0]:+.4f}); settings evaluated {len(scores.evaluated)}; "
-              f"moved in folds (value x folds of {len(folds)}): "
-              + ("; ".join(f"{n} " + ", ".join(f"{v} x{c}" for v, c in values.most_common()) for n, values in moved.items() if values)
-                 or "none"))
-    (p_def, p_tuned), (s_def, s_tuned) = summary["prior"], summary["seem"]
-    print(f"seem - prior on held-out questions: both at the defaults {s_def - p_def:+.4f}; "
-          f"each tuned without them {s_tuned - p_tuned:+.4f}  ({time.perf_counter() - started:.0f} s)")
+    tune(args.store, args.benchmark, args.k, args.passes, args.granularity, args.category)
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ def test_a_run_carries_its_per_run_settings_but_not_the_deployments(tmp_path):
     config = tree(tmp_path, {"execution.executor": "celery", "fusion.threshold": 0.8, "evaluation.ks": (5,)})
     seem = per_run_settings(config)["resources"]["seem"]["config"]
     assert seem == {"store": {"root": str(tmp_path)}, "fusion": {"threshold": 0.8}}
-    json.dumps(seem)
+    assert json.loads(json.dumps(seem)) == seem  # run config travels as JSON: nothing in it may change on the way
 
 
 def test_the_shipped_dagster_yaml_queues_runs_and_caps_the_llm_pool(tmp_path):

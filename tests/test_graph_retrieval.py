@@ -10,6 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from conftest import LOCOMO_DEV, need
 from seem_dagster.config import RetrievalConfig, SynonymConfig
 from seem_dagster.graph.build import graph_edges
 from seem_dagster.graph.entities import entities_from_facts, entity_id, is_proper_name, normalise, synonym_edges
@@ -310,52 +311,69 @@ def test_graph_edges_kinds_and_weights():
     assert edges.filter(pl.col(GraphEdges.kind) == "fact")[GraphEdges.weight].to_list() == [2.0]
 
 
-@pytest.mark.slow
-def test_seem_query_json_contract_on_a_built_locomo_conversation(locomo_dev, tmp_path):
-    seem = str(Path(sys.executable).parent / "seem")
-    store = str(tmp_path / "store")
-    built = subprocess.run([seem, "build", "--input", str(locomo_dev), "--conversation", "conv-30", "--store", store, "--quiet"],
+SEEM = str(Path(sys.executable).parent / "seem")
+QUESTION = "When did Jon lose his job as a banker?"  # LoCoMo asks it as "When Jon has lost ...?": gold D1:2
+
+
+@pytest.fixture(scope="module")
+def conv30(tmp_path_factory) -> str:
+    """conv-30 built once for the module's slow tests (a module fixture cannot take the per-test one)."""
+    store = str(tmp_path_factory.mktemp("conv30") / "store")
+    built = subprocess.run([SEEM, "build", "--input", str(need(LOCOMO_DEV)), "--conversation", "conv-30", "--store", store, "--quiet"],
                            capture_output=True, text=True, timeout=900)
     assert built.returncode == 0, built.stderr[-2000:]
-    out = subprocess.run([seem, "query", "--store", store, "--conversation", "conv-30", "--k", "10", "--json",
-                          "--date", "2023-08-01", "When did Jon lose his job as a banker?"],
-                         capture_output=True, text=True, timeout=600)
+    return store
+
+
+def query_json(store: str, *extra: str) -> dict:
+    out = subprocess.run([SEEM, "query", "--store", store, "--conversation", "conv-30", "--k", "10", "--json", "--date", "2023-08-01",
+                          *extra, QUESTION], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
-    payload = json.loads(out.stdout)
-    assert len(payload["passages"]) == 10
+    return json.loads(out.stdout)
+
+
+@pytest.mark.slow
+def test_seem_query_json_lists_ten_turns_each_with_its_source_and_reason_and_finds_the_gold_turn(conv30):
+    payload = query_json(conv30)
+    assert len(payload["passages"]) == 10 and payload["date"].startswith("2023-08-01")
     for item in payload["passages"]:
-        assert {"passage_id", "source_ref", "text", "timestamp", "score", "reason"} <= set(item)
-        assert item["reason"]
-    assert payload["date"].startswith("2023-08-01")
-    # RPE's turns follow the first five; any setting from the command line: without RPE none is there.
-    assert any("anchor" in item["reason"] for item in payload["passages"][5:])
-    assert not any("anchor" in item["reason"] for item in payload["passages"][:5])
-    plain = subprocess.run([seem, "query", "--store", store, "--conversation", "conv-30", "--k", "10", "--json",
-                            "--set", "retrieval.use_rpe=false", "--date", "2023-08-01", "When did Jon lose his job as a banker?"],
-                           capture_output=True, text=True, timeout=600)
-    assert plain.returncode == 0, plain.stderr[-2000:]
-    plain_passages = json.loads(plain.stdout)["passages"]
-    assert len(plain_passages) == 10 and not any("anchor" in item["reason"] for item in plain_passages)
-    assert [p["passage_id"] for p in plain_passages[:5]] == [p["passage_id"] for p in payload["passages"][:5]]
-    bad = subprocess.run([seem, "query", "--store", store, "--conversation", "conv-30", "--set", "retrieval.use_rpe=maybe", "hi"],
+        assert {"passage_id", "source_ref", "text", "timestamp", "score", "reason", "why"} <= set(item)
+        assert item["reason"] and item["why"]["kind"]
+    assert "D1:2" in [p["source_ref"] for p in payload["passages"][:5]]  # the turn where Jon says he lost it
+
+
+@pytest.mark.slow
+def test_rpe_places_its_turns_after_the_first_five_and_a_setting_turns_it_off(conv30):
+    payload = query_json(conv30)
+    expanded = [p["why"]["kind"] in ("episode", "neighbour", "name_link", "answers_name_link", "answers_top") for p in payload["passages"]]
+    assert any(expanded[5:]) and not any(expanded[:5])
+    plain = query_json(conv30, "--set", "retrieval.use_rpe=false")["passages"]
+    assert len(plain) == 10 and not any("anchor" in p["reason"] for p in plain)
+    assert [p["passage_id"] for p in plain[:5]] == [p["passage_id"] for p in payload["passages"][:5]]
+
+
+@pytest.mark.slow
+def test_a_bad_setting_or_an_unknown_conversation_is_one_line_exit_2(conv30):
+    bad = subprocess.run([SEEM, "query", "--store", conv30, "--conversation", "conv-30", "--set", "retrieval.use_rpe=maybe", "hi"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "retrieval.use_rpe" in bad.stderr
-    # A ranking is the same on every call: prpack's ~1e-14 noise reordered graph-only's tail before
-    # near-equal masses tied (32 of conv-30's first 40 questions differed between two calls).
-    from seem_dagster import backends
-    from seem_dagster.evaluation.methods import ids, rankers
-    from seem_dagster.retrieval.load import load_index
-    from seem_dagster.retrieval.query import encode_query
-    from seem_dagster.store.snapshot import read_table, table_path
+    missing = subprocess.run([SEEM, "query", "--store", conv30, "--conversation", "nope", "hello"], capture_output=True, text=True)
+    assert missing.returncode == 2 and missing.stderr == "seem: error: no memory of conversation 'nope' in this store\n"
 
-    idx = load_index(store, "conv-30")
-    questions = read_table(table_path(store, "questions", "conv-30"))["question"].to_list()[:40]
-    queries = [encode_query(q, datetime(2023, 8, 1), backends.extractor(), backends.embedder(), "conv-30") for q in questions]
-    for name, rank in rankers(RetrievalConfig(), ["seem", "graph-only"]).items():
-        assert [ids(rank(idx, q)) for q in queries] == [ids(rank(idx, q)) for q in queries], name
-    missing = subprocess.run([seem, "query", "--store", store, "--conversation", "nope", "hello"], capture_output=True, text=True)
-    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
-    assert missing.stderr == "seem: error: no memory of conversation 'nope' in this store\n"
+
+@pytest.mark.slow
+def test_a_ranking_is_the_same_on_every_call(conv30):
+    """prpack's ~1e-14 noise reordered graph-only's tail before near-equal masses tied (32 of conv-30's
+    first 40 questions differed between two calls)."""
+    from seem_dagster import Memory
+    from seem_dagster.evaluation.methods import ids, rankers
+
+    with Memory.open(conv30) as memory:
+        index = memory.index("conv-30")
+        questions = memory.sql("SELECT question FROM questions LIMIT 40", "conv-30").frame["question"].to_list()
+        queries = [memory.encode("conv-30", q, datetime(2023, 8, 1)) for q in questions]
+        for name, rank in rankers(RetrievalConfig(), ["seem", "graph-only"]).items():
+            assert [ids(rank(index, q)) for q in queries] == [ids(rank(index, q)) for q in queries], name
 
 
 def test_the_attributable_methods_by_hand():

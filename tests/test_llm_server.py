@@ -124,11 +124,16 @@ def test_build_and_query_through_a_real_openai_compatible_server(llama_server, t
     assert out["passages"] and all(k in out["passages"][0] for k in ("passage_id", "source_ref", "text", "timestamp", "score", "reason"))
     # At least one reply of the real model passed the schema check (measured: both query calls did).
     assert any(c["status"] == "ok" for c in out["llm_calls"]) or (calls[LlmCalls.status] == "ok").any()
+    # Whatever the small model said, the answer and its call agree: an answer only from a valid reply,
+    # a failed reply kept with its reason; the model was reached (its tokens counted).
     answer_call = out["llm_calls"][1]
-    if answer_call["status"] == "ok":
-        assert isinstance(out["answer"], str) and isinstance(out["answer_evidence"], list)
-    else:
-        assert out["answer"] is None and answer_call["error"]
+    assert answer_call["status"] in ("ok", "failed", "unanswered") and answer_call["prompt_tokens"] > 0
+    assert (answer_call["status"] == "ok") == isinstance(out["answer"], str) == (answer_call["error"] is None)
+    # At temperature 0 the same question gets the same reply, from the cache: no model call.
+    again = json.loads(seem("query", "--store", store, "--conversation", "pt", "--date", "2024-11-01", "--json", *llm,
+                            "--set", "retrieval.query_facts=true", "When did Priya sign up for the half marathon?").stdout)
+    assert (again["answer"], again["answer_evidence"]) == (out["answer"], out["answer_evidence"])
+    assert [(c["cached"], c["calls"]) for c in again["llm_calls"]] == [(True, 0), (True, 0)]
     print(f"query: answer={out['answer']!r} calls={out['llm_calls']}")
 
 

@@ -2,9 +2,6 @@
 
 import copy
 import json
-import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -60,6 +57,16 @@ def test_each_distinct_setting_is_evaluated_once_whatever_the_folds_ask():
     assert {} in calls and {"a": 1, "b": 1} in calls
 
 
+def _tuning_benchmark():
+    """benchmarks/tune_retrieval.py as a module (the benchmarks are scripts, not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("tune_retrieval", Path(__file__).parents[1] / "benchmarks" / "tune_retrieval.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.mark.slow
 def test_the_tuning_benchmark_scores_the_memory_as_seem_eval_does(tmp_path):
     path = write_sample_as_locomo(tmp_path / "two.json")
@@ -69,22 +76,19 @@ def test_the_tuning_benchmark_scores_the_memory_as_seem_eval_does(tmp_path):
     out = tmp_path / "out"
     assert main(["eval", "locomo", "--data", str(path), "--out", str(out), "--quiet", "--methods", "prior,seem"]) == 0
     results = json.loads((out / "results.json").read_text())
-    run = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "benchmarks" / "tune_retrieval.py"), "--store",
-                          str(out / "store"), "--benchmark", "locomo"], capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert "locomo: 2 conversations, 24 questions, recall@10" in run.stdout
+    lines = []
+    tuned = _tuning_benchmark().tune(str(out / "store"), "locomo", say=lines.append)
+    assert (tuned["conversations"], tuned["questions"]) == (2, 24)
     for method in ("prior", "seem"):
-        default, tuned = map(float, re.search(rf"^{method}: held out, defaults ([0-9.]+), tuned on the others ([0-9.]+)",
-                                               run.stdout, re.M).groups())
+        figures = tuned["methods"][method]
         # The held-out questions with the defaults are the evaluation's own figure...
-        assert default == pytest.approx(results["methods"][method]["recall@10"]["overall"], abs=5e-5)
+        assert figures["default"] == pytest.approx(results["methods"][method]["recall@10"]["overall"], abs=5e-5)
         # ...and each copy's settings were chosen on the other, identical copy: they cannot do worse.
-        assert tuned >= default
-    assert re.search(r"^seem - prior on held-out questions: both at the defaults [+-][0-9.]+; each tuned without them", run.stdout, re.M)
+        assert figures["tuned"] >= figures["default"]
+        assert [f.held_out for f in figures["folds"]] == [data[0]["sample_id"], f"{data[0]['sample_id']}-again"]
+    assert lines[-1].startswith("seem - prior on held-out questions: both at the defaults ")
     # One category alone: the sample's three multi-hop questions in each copy, scored as the evaluation does.
-    run = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "benchmarks" / "tune_retrieval.py"), "--store",
-                          str(out / "store"), "--benchmark", "locomo", "--category", "multi-hop"], capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert "locomo: 2 conversations, 6 multi-hop questions, recall@10" in run.stdout
-    default = float(re.search(r"^seem: held out, defaults ([0-9.]+)", run.stdout, re.M).group(1))
-    assert default == pytest.approx(results["methods"]["seem"]["recall@10"]["by_category"]["1 multi-hop"], abs=5e-5)
+    multi = _tuning_benchmark().tune(str(out / "store"), "locomo", category="multi-hop", say=lambda line: None)
+    assert multi["questions"] == 6
+    assert multi["methods"]["seem"]["default"] == pytest.approx(results["methods"]["seem"]["recall@10"]["by_category"]["1 multi-hop"],
+                                                                abs=5e-5)
