@@ -25,8 +25,7 @@ from seem_dagster import Memory
 from seem_dagster.config import RetrievalConfig
 from seem_dagster.evaluation.methods import ids, rankers
 from seem_dagster.evaluation.metrics import is_abstention, normalise_locomo_evidence
-from seem_dagster.evaluation.run import score_lme_question
-from seem_dagster.evaluation.scoring import locomo_category, score_locomo
+from seem_dagster.evaluation.scoring import locomo_category, score_lme_question, score_locomo
 from seem_dagster.evaluation.tuning import memoised, nested, pooled
 from seem_dagster.retrieval.query import form_of
 from seem_dagster.schemas import Passages, Questions

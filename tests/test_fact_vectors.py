@@ -87,6 +87,7 @@ def test_the_embedded_facts_ablation_ranks_the_same_memory_with_the_facts_embedd
 
     from seem_dagster.config import RetrievalConfig
     from seem_dagster.evaluation.methods import rankers
+    from seem_dagster.evaluation.prepared import Prepared
     from seem_dagster.retrieval.load import load_index
     from seem_dagster.retrieval.query import EncodedQuery
     from seem_dagster.retrieval.search import retrieve
@@ -94,13 +95,15 @@ def test_the_embedded_facts_ablation_ranks_the_same_memory_with_the_facts_embedd
     index, minilm = load_index(sample_store, "priya-tomas"), MiniLMEmbedder()
     question = "What did Tomas adopt?"
     query = EncodedQuery(question, datetime(2024, 6, 1), minilm.encode([question])[0], [], np.zeros((0, 384), np.float32))
-    rank = rankers(RetrievalConfig(), ["seem-embedded-facts"])["seem-embedded-facts"]
-    with pytest.raises(ValueError, match="embedded_fact_vectors is not set"):
+    prepared = Prepared()
+    rank = rankers(RetrievalConfig(), ["seem-embedded-facts"], prepared=prepared)["seem-embedded-facts"]
+    with pytest.raises(ValueError, match="embed_facts_alone was not run"):
         rank(index, query)
     alone = minilm.encode([fact_text(*r) for r in index.facts.select(Facts.subject, Facts.relation, Facts.object).iter_rows()])
     pooled = index.fact_vectors
     assert not np.array_equal(pooled, alone)
-    index.embedded_fact_vectors = alone
+    prepared.embed_facts_alone(index, minilm)
+    assert np.array_equal(prepared.fact_vectors_alone["priya-tomas"], alone)
     other = load_index(sample_store, "priya-tomas")
     other.fact_vectors = alone
     def scored(result):

@@ -4,6 +4,7 @@ import json
 import math
 
 import numpy as np
+import polars as pl
 import pytest
 from test_graph_retrieval import DIM, index, unit
 
@@ -13,6 +14,7 @@ from seem_dagster.evaluation.ablation import comparisons
 from seem_dagster.evaluation.methods import method_config, rankers, reads_form
 from seem_dagster.retrieval.rerank import FACT_FEATURES, FEATURES, MODEL_PATH, RerankModel, Signals, bundled_model, feature_matrix, fit
 from seem_dagster.retrieval.search import rerank_features, retrieve
+from seem_dagster.schemas import Passages
 
 
 def test_the_fit_is_l2_logistic_regression_solved_by_hand():
@@ -67,15 +69,29 @@ def test_the_bundled_models_read_known_features_and_say_where_they_came_from():
         bundled_model("walk")
 
 
-def test_a_conversation_the_model_was_fitted_on_gets_the_model_fitted_without_it():
+def test_the_evaluation_reranks_a_conversation_the_model_saw_with_the_fold_that_did_not_and_a_memory_never_does():
+    from seem_dagster.evaluation.prepared import Prepared
+
     data = json.loads(MODEL_PATH.read_text())
+    prepared = Prepared.for_methods(["seem+rerank"], reranks=True)
     for base in ("seem", "prior"):
         folds = data["models"][base]["held_out"]
         assert len(folds) == data["fitted_on"]["conversations"]["locomo"]  # one per conversation it was fitted on
         some = sorted(folds)[0]
-        assert np.array_equal(bundled_model(base, some).weights, RerankModel.from_json(folds[some]).weights)
-        assert not np.array_equal(bundled_model(base, some).weights, bundled_model(base).weights)
-        assert np.array_equal(bundled_model(base, "a conversation it never saw").weights, bundled_model(base).weights)
+        assert np.array_equal(prepared.folds[base][some].weights, RerankModel.from_json(folds[some]).weights)
+        assert not np.array_equal(prepared.folds[base][some].weights, bundled_model(base).weights)
+    seen = index([("Ann", "play", "guitar", "p0")], [unit(1, 0)], 2, [unit(1, 0), unit(0, 1)])
+    seen.passages = seen.passages.with_columns(pl.lit(sorted(data["models"]["seem"]["held_out"])[0]).alias(Passages.conversation_id))
+    assert set(prepared.rerankers(seen)) == {"seem", "prior"}
+    never = index([("Ann", "play", "guitar", "p0")], [unit(1, 0)], 2, [unit(1, 0), unit(0, 1)])
+    assert prepared.rerankers(never) == {}  # retrieval then reranks with the bundled model, as a memory does
+    # Retrieval takes the model it is handed: the fold's order, not the bundled model's, when they differ.
+    off = RetrievalConfig(use_graph=False, use_rpe=False, fact_key_weight=0.0, lexical_weight=0.0, rerank=True, rerank_depth=2)
+    fold = RerankModel(("log_rank",), np.array([0.0]), np.array([1.0]), np.array([0.0]), np.array([1.0]), np.array([5.0]), 0.0)
+    q = unit(1, 0)
+    plain = [r.passage_id for r in retrieve(seen, q, np.zeros((0, DIM), np.float32), off).ranked]
+    flipped = [r.passage_id for r in retrieve(seen, q, np.zeros((0, DIM), np.float32), off, rerankers={"prior": fold}).ranked]
+    assert flipped == plain[::-1]  # a weight on log_rank above zero puts the lower-ranked first
 
 
 def test_reranking_reorders_only_the_top_and_keeps_every_passage():

@@ -16,6 +16,7 @@ import numpy as np
 
 from seem_dagster import methods as registry
 from seem_dagster.config import PropertiesConfig, RetrievalConfig
+from seem_dagster.evaluation.prepared import Prepared, conversation_of
 from seem_dagster.retrieval import answer, reasons
 from seem_dagster.retrieval.index import MemoryIndex
 from seem_dagster.retrieval.property_route import fuse, property_ranking
@@ -26,7 +27,6 @@ from seem_dagster.retrieval.search import Ranked, RetrievalResult, inherit_repli
 RRF_K = 60
 
 Ranker = Callable[[MemoryIndex, EncodedQuery], RetrievalResult]
-
 
 
 def rrf_scores(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> dict[str, float]:
@@ -87,36 +87,38 @@ def _hybrid_reply(name: str, share: float, stems: bool) -> Ranker:
     return rank
 
 
-def _seem(config: RetrievalConfig) -> Ranker:
-    """SEEM's retrieval under ``config``: the ranking `Memory.query` runs (retrieval.answer.rank)."""
+def _seem(config: RetrievalConfig, prepared: Prepared) -> Ranker:
+    """SEEM's retrieval under ``config``: the ranking `Memory.query` runs (retrieval.answer.rank), a
+    conversation the reranker was fitted on reranked by the fold that never saw it."""
 
     def ranker(index: MemoryIndex, query: EncodedQuery) -> RetrievalResult:
-        return answer.rank(index, query, config)
+        return answer.rank(index, query, config, rerankers=prepared.rerankers(index) if config.rerank else None)
 
     return ranker
 
 
-def _seem_embedded_facts(config: RetrievalConfig) -> Ranker:
-    """``seem`` over the facts' vectors embedded alone (MemoryIndex.embedded_fact_vectors, which the
-    evaluation computes for this method): the same memory, only the fact vectors differ."""
-    seem = _seem(config)
+def _seem_embedded_facts(config: RetrievalConfig, prepared: Prepared) -> Ranker:
+    """``seem`` over the facts' vectors embedded alone (``Prepared.embed_facts_alone``, which the
+    evaluation runs for this method): the same memory, only the fact vectors differ."""
+    seem = _seem(config, prepared)
     held: list = [None, None]  # (the index, its copy with the other fact vectors): one conversation at a time
 
     def rank(index: MemoryIndex, query: EncodedQuery) -> RetrievalResult:
-        if index.embedded_fact_vectors is None:
-            raise ValueError("this method needs the facts embedded alone: MemoryIndex.embedded_fact_vectors is not set")
+        alone = prepared.fact_vectors_alone.get(conversation_of(index))
+        if alone is None:
+            raise ValueError("this method needs the facts embedded alone: Prepared.embed_facts_alone was not run for this conversation")
         if held[0] is not index:
             variant = copy.copy(index)  # shares the tables, the graph and whatever the index has computed
-            variant.fact_vectors = index.embedded_fact_vectors
+            variant.fact_vectors = alone
             held[:] = [index, variant]
         return seem(held[1], query)
 
     return rank
 
 
-def _seem_properties(config: RetrievalConfig, properties: PropertiesConfig) -> Ranker:
+def _seem_properties(config: RetrievalConfig, properties: PropertiesConfig, prepared: Prepared) -> Ranker:
     """SEEM fused with the property route (retrieval/property_route.py)."""
-    seem = _seem(config)
+    seem = _seem(config, prepared)
 
     def rank(index: MemoryIndex, query: EncodedQuery) -> RetrievalResult:
         result = seem(index, query)
@@ -156,15 +158,19 @@ def reads_form(base: RetrievalConfig, method: str) -> bool:
         method_config(base, method).reads_form
 
 
-def rankers(base: RetrievalConfig, methods: Sequence[str] | None = None, properties: PropertiesConfig | None = None) -> dict[str, Ranker]:
-    """name -> ranking function of each method (default: the registry's default methods)."""
+def rankers(base: RetrievalConfig, methods: Sequence[str] | None = None, properties: PropertiesConfig | None = None,
+            prepared: Prepared | None = None) -> dict[str, Ranker]:
+    """name -> ranking function of each method (default: the registry's default methods); ``prepared``:
+    what the evaluation prepared for them (default: the reranker's folds, when a method reranks)."""
     methods = registry.defaults() if methods is None else methods
+    if prepared is None:
+        prepared = Prepared.for_methods(methods, any(method_config(base, m).rerank for m in methods))
     out: dict[str, Ranker] = {}
     for name in methods:
         entry = registry.get(name)
         config = method_config(base, name)
         if entry.ranks == registry.SEEM:
-            out[name] = _seem(config)
+            out[name] = _seem(config, prepared)
         elif entry.ranks == registry.DENSE:
             out[name] = _dense(name)
         elif entry.ranks == registry.BM25:
@@ -174,9 +180,9 @@ def rankers(base: RetrievalConfig, methods: Sequence[str] | None = None, propert
         elif entry.ranks == registry.HYBRID_REPLY:
             out[name] = _hybrid_reply(name, config.answer_share, config.lexical_stems)
         elif entry.ranks == registry.PROPERTY_ROUTE:
-            out[name] = _seem_properties(config, properties or PropertiesConfig())
+            out[name] = _seem_properties(config, properties or PropertiesConfig(), prepared)
         elif entry.ranks == registry.EMBEDDED_FACTS:
-            out[name] = _seem_embedded_facts(config)
+            out[name] = _seem_embedded_facts(config, prepared)
         else:  # pragma: no cover (register() refuses any other)
             raise ValueError(f"method {name!r} ranks by {entry.ranks!r}, which no ranker builds")
     return out

@@ -9,11 +9,14 @@ from seem_dagster.evaluation.metrics import (
     LOCOMO_CATEGORIES,
     evidence_recall,
     first_occurrences,
+    longmemeval_session_gold,
     mean,
     ndcg_any,
     recall_all,
     recall_any,
 )
+from seem_dagster.ingest.longmemeval import session_of
+from seem_dagster.schemas import Questions
 
 LME_KS = (1, 3, 5, 10, 30, 50)
 
@@ -78,3 +81,15 @@ def summarise_longmemeval(per_question: Sequence[tuple[str, dict[str, float]]]) 
         for t in sorted({qt for qt, _ in per_question})
     }
     return out
+
+
+def score_lme_question(granularity: str, q: dict, refs: list[str], speakers: list[str], corpus_refs) -> dict[str, float]:
+    """One LongMemEval question's scores of a ranking (``refs``, with their ``speakers``): at the turn
+    level over the user turns, at the session level over the haystack's sessions (``corpus_refs``)."""
+    gold_turns = set(q[Questions.evidence])
+    if granularity == "turn":
+        user_refs = [r for r, s in zip(refs, speakers) if s == "user"]
+        return score_longmemeval(user_refs, gold_turns, len(user_refs))
+    gold = longmemeval_session_gold(q[Questions.evidence_sessions], {session_of(r) for r in gold_turns})
+    sessions = {session_of(r) for r in corpus_refs}
+    return score_longmemeval([session_of(r) for r in refs], gold, len(sessions))

@@ -8,6 +8,7 @@ is measured on the very path a user's query takes. Pure apart from the model cal
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -15,6 +16,7 @@ from seem_dagster.retrieval.as_of import property_histories, restrict
 from seem_dagster.retrieval.context import Context, build_context
 from seem_dagster.retrieval.index import MemoryIndex
 from seem_dagster.retrieval.query import EncodedQuery, encode_query, form_of
+from seem_dagster.retrieval.rerank import RerankModel
 from seem_dagster.retrieval.search import Ranked, RetrievalConfig, RetrievalResult, retrieve
 from seem_dagster.schemas import Passages
 
@@ -67,18 +69,20 @@ def encode(index: MemoryIndex, question: str, date: datetime, extractor, embedde
                         several=form_of(question, config) if several is None else several)
 
 
-def rank(index: MemoryIndex, query: EncodedQuery, config: RetrievalConfig) -> RetrievalResult:
+def rank(index: MemoryIndex, query: EncodedQuery, config: RetrievalConfig, *, rerankers: Mapping[str, RerankModel] | None = None,
+         ) -> RetrievalResult:
     """SEEM's ranking of the memory for an encoded question under ``config``; a question about several
-    events (``split_events``) is ranked once per event as well, and the rankings merged (``merge_events``)."""
-    whole = _retrieve(index, query, config)
+    events (``split_events``) is ranked once per event as well, and the rankings merged (``merge_events``).
+    ``rerankers``: the reranker's models where not the bundled ones (``retrieve``)."""
+    whole = _retrieve(index, query, config, rerankers)
     if not (config.split_events and query.parts):
         return whole
-    return merge_events(whole, [(part.question, _retrieve(index, part, config)) for part in query.parts])
+    return merge_events(whole, [(part.question, _retrieve(index, part, config, rerankers)) for part in query.parts])
 
 
-def _retrieve(index: MemoryIndex, query: EncodedQuery, config: RetrievalConfig) -> RetrievalResult:
+def _retrieve(index: MemoryIndex, query: EncodedQuery, config: RetrievalConfig, rerankers) -> RetrievalResult:
     return retrieve(index, query.vector, query.fact_vectors, config, question_text=query.question, unnamed=query.unnamed_vector,
-                    several=query.several, window=query.window, latest=query.latest, advice=query.advice)
+                    several=query.several, window=query.window, latest=query.latest, advice=query.advice, rerankers=rerankers)
 
 
 def merge_events(whole: RetrievalResult, parts: list[tuple[str, RetrievalResult]]) -> RetrievalResult:

@@ -72,9 +72,6 @@ class MemoryIndex:
     episode_of: dict[str, int] = field(default_factory=dict)
     position: dict[str, int] = field(default_factory=dict)
     properties: pl.DataFrame | None = None  # the property memory, when the reader loaded it (retrieval/load.py)
-    # Every fact embedded alone (fact_text), as facts were before the build pooled most of them from their
-    # passages' forward pass: set by `seem eval` for the ablation that ranks with them, only.
-    embedded_fact_vectors: np.ndarray | None = None
     _name_links: dict[int, dict[str, dict[str, str]]] = field(default_factory=dict, repr=False)
     _lexical: dict[bool, Bm25] = field(default_factory=dict, repr=False)
 

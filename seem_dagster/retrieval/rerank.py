@@ -5,8 +5,9 @@ a query already knows more about each passage than the rules use: its prior, its
 whether it replies to a question that matched, whether its speaker is the one the question names, and
 how long it is (a turn of four words rarely holds the evidence). A logistic model over those
 signals, fitted on LoCoMo dev by ``benchmarks/train_rerank.py`` and bundled as ``rerank_model.json``,
-reorders the top ``retrieval.rerank_depth`` passages; the rest keep their order. A conversation it
-was fitted on is reranked by the model fitted on the others. There is one model per base ranking:
+reorders the top ``retrieval.rerank_depth`` passages; the rest keep their order. (The evaluation
+reranks a conversation the model was fitted on with the model fitted on the others: its folds are
+kept in the same file and chosen in ``evaluation/folds.py``.) There is one model per base ranking:
 ``seem`` for the walk's ranking and ``prior`` for the passage prior alone (which the evaluation
 also reranks), so what the reranker adds is never counted as the structure's.
 """
@@ -90,17 +91,26 @@ ARRAYS = ("low", "high", "mean", "scale", "weights")
 
 
 @lru_cache(maxsize=None)
-def bundled_model(base: str, conversation: str | None = None) -> RerankModel:
-    """The fitted model for the base ranking ``base`` ("seem" or "prior") from rerank_model.json. A
-    ``conversation`` the model was fitted on gets the model fitted without it (the file keeps one per
-    such conversation), so no memory, and no evaluation, is reranked by a model that saw its answers."""
+def bundled_model(base: str) -> RerankModel:
+    """The fitted model for the base ranking ``base`` ("seem" or "prior") from rerank_model.json: the
+    one fitted on every conversation it was trained on, read once. (The file also keeps, under
+    ``held_out``, one model per such conversation fitted without it: the evaluation's folds,
+    ``evaluation/folds.py``, which a memory never reads.)"""
+    return RerankModel.from_json(_base_entry(base))
+
+
+def _base_entry(base: str) -> dict:
     if not MODEL_PATH.exists():
         raise FileNotFoundError(f"{MODEL_PATH} is missing: retrieval.rerank needs it (benchmarks/train_rerank.py --write makes it)")
     models = json.loads(MODEL_PATH.read_text(encoding="utf-8"))["models"]
     if base not in models:
         raise ValueError(f"{MODEL_PATH.name} has no model for the {base!r} ranking; it has {', '.join(models)}")
-    held_out = models[base].get("held_out", {})
-    return RerankModel.from_json(held_out[conversation] if conversation in held_out else models[base])
+    return models[base]
+
+
+def held_out_models(base: str) -> dict[str, RerankModel]:
+    """conversation -> the ``base`` model fitted without that conversation (rerank_model.json's folds)."""
+    return {c: RerankModel.from_json(m) for c, m in _base_entry(base).get("held_out", {}).items()}
 
 
 def _share(values: np.ndarray) -> np.ndarray:

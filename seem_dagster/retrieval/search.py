@@ -18,6 +18,7 @@ from what the query computed on the way (retrieval/rerank.py).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +30,7 @@ from seem_dagster.retrieval.index import MemoryIndex
 from seem_dagster.retrieval.query import named_speakers
 from seem_dagster.retrieval.question_time import Window
 from seem_dagster.retrieval.reasons import Reason
-from seem_dagster.retrieval.rerank import FACT_FEATURES, Signals, bundled_model, feature_matrix, reorder
+from seem_dagster.retrieval.rerank import FACT_FEATURES, RerankModel, Signals, bundled_model, feature_matrix, reorder
 from seem_dagster.schemas import Episodes, Facts, Passages
 
 # PageRank masses closer than this are one value: prpack's run-to-run noise is about 1e-14.
@@ -147,12 +148,14 @@ def fact_keys(index: MemoryIndex, fact_scores: np.ndarray, config: RetrievalConf
 def retrieve(
     index: MemoryIndex, question: np.ndarray, query_facts: np.ndarray, config: RetrievalConfig, *, question_text: str | None = None,
     unnamed: np.ndarray | None = None, several: bool = False, window: Window | None = None, latest: bool = False, advice: bool = False,
+    rerankers: Mapping[str, RerankModel] | None = None,
 ) -> RetrievalResult:
     """``unnamed``: the vector of the question without the speakers' names (EncodedQuery.unnamed_vector).
     ``several``: the question asks for several things (EncodedQuery.several); with ``list_breadth`` it
     keeps the walk's ranking, without RPE (retrieval/question_form.py says why). ``window``: the days
     the question is about; ``latest``: it asks what holds now; ``advice``: it asks for advice
-    (EncodedQuery's fields; each used when its setting is on)."""
+    (EncodedQuery's fields; each used when its setting is on). ``rerankers``: the reranker's model for
+    a base ranking ("seem", "prior"), where not the bundled one (the evaluation's held-out folds)."""
     if not config.query_facts:
         query_facts = query_facts[:0]
     direct = passage_prior(index, question, question_text, config, unnamed, advice=advice)
@@ -200,7 +203,7 @@ def retrieve(
         ranked, used = expand(index, ranked, config)
     signals = Signals(direct, keys, fact_scores if keys is not None else None)
     if config.rerank:
-        ranked = rerank(index, ranked, signals, question_text or "", several, config)
+        ranked = rerank(index, ranked, signals, question_text or "", several, config, rerankers)
     return RetrievalResult(ranked, seeds, mode, used, signals)
 
 
@@ -251,12 +254,13 @@ def _nearness(window: Window, first: np.ndarray, last: np.ndarray) -> np.ndarray
     return np.clip(1.0 - gap / (window.tolerance + 1.0), 0.0, None)
 
 
-def rerank(index: MemoryIndex, ranked: list[Ranked], signals: Signals, question: str, several: bool, config: RetrievalConfig) -> list[Ranked]:
-    """The top ``rerank_depth`` passages reordered by the bundled model of this ranking (retrieval/rerank.py):
-    ``seem``'s when the walk ran, the prior's otherwise; for a conversation it was fitted on, the one
-    fitted without it."""
-    conversation = index.passages[Passages.conversation_id][0] if index.passages.height else None
-    model = bundled_model("seem" if config.use_graph else "prior", conversation)
+def rerank(index: MemoryIndex, ranked: list[Ranked], signals: Signals, question: str, several: bool, config: RetrievalConfig,
+           models: Mapping[str, RerankModel] | None = None) -> list[Ranked]:
+    """The top ``rerank_depth`` passages reordered by the model of this ranking (retrieval/rerank.py):
+    ``seem``'s when the walk ran, the prior's otherwise; from ``models`` when it has one, else the
+    bundled one."""
+    base = "seem" if config.use_graph else "prior"
+    model = (models or {}).get(base) or bundled_model(base)
     if signals.fact_key is None and any(f in FACT_FEATURES for f in model.features):
         raise ValueError("the reranker reads the facts' match, which this retrieval did not compute (use_graph and fact_key_weight are off)")
     head = ranked[: config.rerank_depth]
