@@ -1,8 +1,8 @@
 """A build of several conversations while other processes hold every core: slower, never stuck.
 
-The build waits on its extraction helper at times (scheduling's note). With the helper in the
-scheduler's idle class, two busy loops at normal priority left it no core at all, and such a build made
-no progress for minutes. Here the same three conversations are built quietly and then beside two busy
+A build once waited on a helper process in the scheduler's idle class, which two busy loops at
+normal priority left with no core at all: such a build made no progress for minutes (scheduling's
+note). Whatever the build waits on now (its parse workers) must not starve. Here the same three conversations are built quietly and then beside two busy
 loops, each by `seem build` in a new process, and the loaded build must finish within a bounded
 multiple of the quiet one with the same memory.
 """

@@ -190,8 +190,7 @@ def _alive(pid: int) -> bool:
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or not Path("/proc/self/task").exists(),
                     reason="the extraction forks its workers only with two cores; /proc lists them")
 def test_item8_a_signal_while_the_extraction_workers_parse_stops_them_with_the_build(tmp_path):
-    # 320 new turns: five batches of 64, so the build forks its two extraction workers; a second
-    # conversation, so it also starts the process that extracts the next conversation meanwhile.
+    # 320 new turns: five batches of 64, so the build forks its two extraction workers.
     rows = [message(conversation_id=cid, speaker=("Ana", "Ben")[i % 2], session_id=f"s{i // 40}",
                     timestamp=f"2024-03-{1 + i // 40:02d}T19:{i % 40:02d}:00",
                     text=f"On day {i} I walked to the market with Lena and bought {i % 7 + 2} green apples for the {cid} pie.")
@@ -200,7 +199,7 @@ def test_item8_a_signal_while_the_extraction_workers_parse_stops_them_with_the_b
     proc = subprocess.Popen([SEEM, "build", "--input", str(chat), "--store", str(store), "--quiet"], env=env_without_dagster_home(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 600
-    while len(workers := _children(proc.pid)) < 3:  # two extraction workers and the prefetch process
+    while len(workers := _children(proc.pid)) < 2:  # the two extraction workers
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.01)
     os.killpg(proc.pid, signal.SIGINT)  # as Ctrl-C in a terminal: the build and its workers get it
@@ -213,7 +212,7 @@ def test_item8_a_signal_while_the_extraction_workers_parse_stops_them_with_the_b
     assert read_manifest(store, "c1") is None and read_manifest(store, "c2") is None
     deadline = time.monotonic() + 10
     while [p for p in workers if _alive(p)]:
-        assert time.monotonic() < deadline, f"extraction workers or the prefetch process {workers} outlived the build"
+        assert time.monotonic() < deadline, f"extraction workers {workers} outlived the build"
         time.sleep(0.05)
 
 

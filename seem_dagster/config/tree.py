@@ -75,12 +75,6 @@ class ExtractionConfig(Section):
         "workers started by the first build with more than one batch of 64 new turns, kept for the process; at most the cores "
         "this process may use, and none inside a daemonic process such as a Celery worker"
     )
-    prefetch: bool = Field(
-        True, description="a build of several conversations in one process extracts the next conversation's new turns "
-        "into its extraction cache while the current one builds: one more process (about 0.5 GB) in the scheduler's idle "
-        "class, stopped while MiniLM encodes, on the core the build's single-threaded parts leave idle (needs "
-        "parse_processes > 1, a local store, the embedded extractor)"
-    )
 
 
 class FusionConfig(Section):
