@@ -31,7 +31,7 @@ def predict(conversation: Path):
     """The sample through the embedded extractor and the derivation, as rows keyed by turn."""
     from seem_dagster import backends
     from seem_dagster.config import IngestConfig
-    from seem_dagster.extraction.interface import inputs_from_passages, to_tables
+    from seem_dagster.episodic.extraction.interface import inputs_from_passages, to_tables
     from seem_dagster.ingest import load_input
     from seem_dagster.properties.derive import derive_properties
     from seem_dagster.properties.scoring import Predicted

@@ -17,8 +17,8 @@ import polars as pl
 
 from seem_dagster import backends
 from seem_dagster.config import FusionConfig
-from seem_dagster.episodic import frame_items, fuse_frames
-from seem_dagster.extraction.interface import inputs_from_passages, to_tables
+from seem_dagster.episodic.extraction.interface import inputs_from_passages, to_tables
+from seem_dagster.episodic.tables import frame_items, fuse_frames
 from seem_dagster.ingest import load_input
 from seem_dagster.schemas import Episodes, EventFrames, Passages, Questions
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from seem_dagster.embeddings.models import Embedder, get_embedder
-from seem_dagster.extraction.interface import Extractor
+from seem_dagster.episodic.extraction.interface import Extractor
 
 EXTRACTORS = ("embedded",)
 
@@ -15,7 +15,7 @@ def extractor(name: str = "embedded", processes: int = 1) -> Extractor:
     """``processes``: parse processes for a build's batches (extraction.parse_processes); queries parse
     one question at a time in this process."""
     if name == "embedded":
-        from seem_dagster.extraction.embedded import EmbeddedExtractor
+        from seem_dagster.episodic.extraction.embedded import EmbeddedExtractor
 
         return EmbeddedExtractor(processes=processes)
     raise ValueError(f"unknown extractor {name!r}; known: {', '.join(EXTRACTORS)} (a language model is chosen with --backend or the llm resource, not here)")

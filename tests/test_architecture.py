@@ -12,7 +12,7 @@ from conftest import ROOT
 PACKAGE = ROOT / "seem_dagster"
 # Parts that must stay free of Dagster: the configuration, ingestion, the method, retrieval, the
 # model clients and the pipeline steps (assets call them; they never call back).
-PURE = ("config", "ingest", "extraction", "fusion", "episodic", "graph", "retrieval", "llm", "pipeline", "embeddings", "properties", "sql", "agent",
+PURE = ("config", "ingest", "episodic", "graph", "retrieval", "llm", "pipeline", "embeddings", "properties", "sql", "agent",
         "schemas", "ids", "store", "backends", "registry", "forgetting")
 
 

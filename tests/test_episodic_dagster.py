@@ -92,7 +92,7 @@ def test_a_rebuild_with_nothing_new_hits_every_cache(tmp_path):
 
 
 def test_a_new_extractor_version_fuses_its_frames_again_instead_of_keeping_stale_episodes(tmp_path, monkeypatch):
-    from seem_dagster.extraction import embedded
+    from seem_dagster.episodic.extraction import embedded
 
     store = tmp_path / "store"
     _build(store, SAMPLE, DagsterInstance.ephemeral())

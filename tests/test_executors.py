@@ -10,8 +10,8 @@ from conftest import ROOT, tree
 from seem_dagster.config import ConfigError, resolve_standard
 from seem_dagster.defs import assemble
 from seem_dagster.defs.executors import celery_config, executor_for
+from seem_dagster.defs.launch import per_run_settings
 from seem_dagster.defs.resources import run_config_schema
-from seem_dagster.defs.runner import per_run_settings
 
 
 @pytest.mark.parametrize("choice, name", [("in_process", "in_process"), ("multiprocess", "multiprocess"), ("celery", "celery"),

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import SAMPLE
 from seem_dagster import backends
-from seem_dagster.extraction.interface import PassageInput, extract_with_cache, inputs_from_passages, to_tables
+from seem_dagster.episodic.extraction.interface import PassageInput, extract_with_cache, inputs_from_passages, to_tables
 from seem_dagster.ingest import load_input
 from seem_dagster.schemas import EventFrames, Facts, Passages
 
@@ -141,7 +141,8 @@ def test_named_third_parties_are_participants_whatever_their_entity_label(sample
 
 
 def test_two_parse_processes_give_the_same_extractions(sample, monkeypatch):
-    from seem_dagster.extraction.embedded import EmbeddedExtractor, chunk_size, parse_processes
+    from seem_dagster.episodic.extraction.embedded import EmbeddedExtractor
+    from seem_dagster.scheduling import chunk_size, parse_processes
 
     _, _, inputs, results = sample
     cores = len(os.sched_getaffinity(0))
@@ -171,7 +172,7 @@ def test_two_parse_processes_give_the_same_extractions(sample, monkeypatch):
 
 
 def test_a_parse_worker_killed_loses_no_passage(sample, caplog):
-    from seem_dagster.extraction.embedded import EmbeddedExtractor
+    from seem_dagster.episodic.extraction.embedded import EmbeddedExtractor
 
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("one core: the extraction never starts workers")
@@ -182,7 +183,7 @@ def test_a_parse_worker_killed_loses_no_passage(sample, caplog):
         killed = extractor._pool.pids()
         for pid in killed:
             os.kill(pid, signal.SIGKILL)
-        with caplog.at_level(logging.WARNING, logger="seem_dagster.extraction.parse_pool"):
+        with caplog.at_level(logging.WARNING, logger="seem_dagster.episodic.extraction.parse_pool"):
             again = extractor.extract(inputs)
         assert "a parse worker died" in caplog.text
         assert [r.to_json() for r in again] == [r.to_json() for r in results]  # all 48, in this process
@@ -198,7 +199,7 @@ def test_an_interrupt_handled_during_a_workers_fork_stops_the_build_after_it(mon
     and raised once the worker is started and listed (so the interrupt kills it)."""
     import multiprocessing.context
 
-    from seem_dagster.extraction.parse_pool import WorkerPool
+    from seem_dagster.episodic.extraction.parse_pool import WorkerPool
 
     class Interrupted(Exception):
         pass

@@ -10,9 +10,9 @@ import pytest
 from conftest import SAMPLE
 from seem_dagster import backends
 from seem_dagster.config import FusionConfig
-from seem_dagster.episodic import frame_items, fuse_frames
-from seem_dagster.extraction.interface import inputs_from_passages, to_tables
-from seem_dagster.fusion import FrameItem, FusionStats, fuse
+from seem_dagster.episodic.extraction.interface import inputs_from_passages, to_tables
+from seem_dagster.episodic.fusion import FrameItem, FusionStats, fuse
+from seem_dagster.episodic.tables import frame_items, fuse_frames
 from seem_dagster.ingest import load_input
 from seem_dagster.schemas import Episodes, EventFrames, Passages
 

@@ -14,9 +14,9 @@ import pytest
 from conftest import tree
 from seem_dagster import backends
 from seem_dagster.config import LlmConfig
-from seem_dagster.extraction.interface import PassageInput
+from seem_dagster.episodic.extraction.interface import PassageInput
+from seem_dagster.episodic.extraction.llm import as_iso_time, extract_passages, extraction_from
 from seem_dagster.llm.client import LlmClient
-from seem_dagster.llm.extract import as_iso_time, extract_passages, extraction_from
 from seem_dagster.llm.http import OpenAICompatibleEngine
 from seem_dagster.llm.parse import parse_reply
 from seem_dagster.llm.prompts import answer, fusion_judge, fusion_merge, judge, passage, query_facts

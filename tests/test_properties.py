@@ -8,9 +8,9 @@ from datetime import datetime
 import polars as pl
 import pytest
 
-from seem_dagster.extraction.interface import StatedProperty
 from seem_dagster.properties.as_of import held_on, history_line, history_lines
 from seem_dagster.properties.derive import compare, derive_properties, typed_value
+from seem_dagster.properties.stated import StatedProperty
 from seem_dagster.properties.vocabulary import canonical_name, is_single_valued, name_property
 from seem_dagster.schemas import Facts, Passages, Properties, table
 

@@ -3,9 +3,9 @@
 import pytest
 
 from seem_dagster.config import RetrievalConfig
-from seem_dagster.extraction.embedded import question_tags
 from seem_dagster.retrieval.query import form_of
 from seem_dagster.retrieval.question_form import asks_for_several, may_ask_for_several
+from seem_dagster.retrieval.question_tags import question_tags
 
 
 def test_the_rule_on_hand_tagged_questions():

@@ -4,7 +4,7 @@ from datetime import datetime
 
 import pytest
 
-from seem_dagster.extraction.timex import resolve
+from seem_dagster.episodic.extraction.timex import resolve
 
 MONDAY = datetime(2023, 5, 8, 13, 56)  # "1:56 pm on 8 May, 2023", a Monday
 SATURDAY = datetime(2024, 3, 2, 19, 5)

@@ -65,5 +65,11 @@ def launched_config() -> Resolved:
 
 
 def launched_defs() -> Definitions:
-    """The reconstruction target of out-of-process runs (``ReconstructableRepository.for_module``)."""
+    """The definitions a step process rebuilds, with the launcher's settings."""
     return build_defs(launched_config())
+
+
+def launched_job(name: str):
+    """The reconstruction target of out-of-process runs (``launch.reconstructable``): the job ``name``
+    of ``launched_defs``."""
+    return launched_defs().resolve_job_def(name)

@@ -18,10 +18,10 @@ from seem_dagster.evaluation.prepared import Prepared
 from seem_dagster.evaluation.qa import QaItem, answer_and_judge
 from seem_dagster.evaluation.scoring import LocomoQuestion, locomo_category, score_lme_question, score_locomo
 from seem_dagster.evaluation.timing import TRACE_QUERIES, timed, trace_peak
-from seem_dagster.llm.session import LlmSession
 from seem_dagster.memory import Memory
 from seem_dagster.pipeline.embedding import cached_embedder, save_vectors
 from seem_dagster.retrieval.context import build_context
+from seem_dagster.retrieval.llm_session import LlmSession
 from seem_dagster.retrieval.query import form_of
 from seem_dagster.schemas import Passages, Questions
 from seem_dagster.store.cache import ConversationCache

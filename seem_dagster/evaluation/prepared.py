@@ -21,10 +21,8 @@ import numpy as np
 
 from seem_dagster import methods as registry
 from seem_dagster.retrieval.index import MemoryIndex, fact_text
-from seem_dagster.retrieval.rerank import RerankModel, held_out_models
+from seem_dagster.retrieval.rerank import BASES, RerankModel, held_out_models
 from seem_dagster.schemas import Facts, Passages
-
-BASES = ("seem", "prior")  # the rankings the reranker has a model for
 
 
 def conversation_of(index: MemoryIndex) -> str:

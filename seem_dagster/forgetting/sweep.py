@@ -17,7 +17,7 @@ from seem_dagster.store.files import as_root, is_local
 from seem_dagster.store.keys import file_stem
 from seem_dagster.store.manifest import manifest_path
 
-# The first line of a failed run's log (defs.runner.write_run_log) names its conversation.
+# The first line of a failed run's log (defs.run_events.write_run_log) names its conversation.
 LOG_HEADER = "# conversation "
 MIN_TEXT_CHARS = 16  # shorter turns ("Sure!") occur in any log; a log is matched by its header then
 

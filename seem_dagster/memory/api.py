@@ -199,7 +199,7 @@ class Memory:
         if (config.llm.enabled if answer is None else answer) or (config.llm.enabled and config.retrieval.query_facts):
             if not config.llm.enabled:
                 raise InvalidRequest("answer=True needs a language model: set llm.backend (see `seem config show --describe`)")
-            from seem_dagster.llm.session import LlmSession
+            from seem_dagster.retrieval.llm_session import LlmSession
 
             session = LlmSession(config.llm, self.store, cid)
         answered = ask(index, question, when, backends.extractor(config.extraction.extractor), backends.query_embedder(config.extraction.embedder),

@@ -68,7 +68,8 @@ class Writer:
         return self._instance
 
     def _build(self, todo: list[Registered], source: str, progress: bool = False) -> dict:
-        from seem_dagster.defs.runner import build_conversations, default_log_dir
+        from seem_dagster.defs.run_events import default_log_dir
+        from seem_dagster.defs.runner import build_conversations
 
         if not todo:
             return {}
@@ -285,6 +286,6 @@ def _names_forgotten(line: str, stones: tombstones.Tombstones) -> bool:
 
 
 def _log_folders(root: str) -> list[Path]:
-    from seem_dagster.defs.runner import default_log_dir
+    from seem_dagster.defs.run_events import default_log_dir
 
     return list(dict.fromkeys([default_log_dir(root), default_log_dir()]))

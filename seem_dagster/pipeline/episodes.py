@@ -12,11 +12,11 @@ import polars as pl
 
 from seem_dagster import ids
 from seem_dagster.config import SeemConfig
-from seem_dagster.episodic import episodes_table, frame_items, fuse_frames
-from seem_dagster.fusion import FusionStats
+from seem_dagster.episodic.fusion import FusionStats
+from seem_dagster.episodic.judges import fuse_with_llm
+from seem_dagster.episodic.tables import episodes_table, frame_items, fuse_frames
 from seem_dagster.llm.client import LlmClient, records_as_rows
 from seem_dagster.llm.engines import get_engine
-from seem_dagster.llm.fusion import fuse_with_llm
 from seem_dagster.pipeline.embedding import cached_embedder, save_vectors
 from seem_dagster.retrieval.index import passage_text, pooled_fact_spans
 from seem_dagster.schemas import EventFrames, LlmCalls, Passages, table

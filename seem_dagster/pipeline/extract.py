@@ -13,10 +13,10 @@ import polars as pl
 
 from seem_dagster import backends
 from seem_dagster.config import LlmConfig, SeemConfig
-from seem_dagster.extraction.interface import Extractor, extract_with_cache, inputs_from_passages, to_tables
+from seem_dagster.episodic.extraction.interface import Extractor, extract_with_cache, inputs_from_passages, to_tables
+from seem_dagster.episodic.extraction.llm import extract_passages
 from seem_dagster.llm.client import LlmClient, records_as_rows
 from seem_dagster.llm.engines import get_engine
-from seem_dagster.llm.extract import extract_passages
 from seem_dagster.llm.prompts import passage
 from seem_dagster.pipeline.properties import PropertiesBuilt, build_properties
 from seem_dagster.schemas import EventFrames, LlmCalls, table

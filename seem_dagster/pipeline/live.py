@@ -16,7 +16,7 @@ import polars as pl
 from seem_dagster import backends
 from seem_dagster.config import SeemConfig
 from seem_dagster.embeddings.cache import span_hash, text_hash
-from seem_dagster.extraction.interface import inputs_from_passages
+from seem_dagster.episodic.extraction.interface import inputs_from_passages
 from seem_dagster.pipeline.embedding import KIND as EMBEDDINGS
 from seem_dagster.pipeline.extract import cache_name
 from seem_dagster.retrieval.index import fact_text, passage_text, pooled_fact_spans

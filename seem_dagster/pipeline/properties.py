@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from seem_dagster.extraction.interface import StatedProperty
 from seem_dagster.properties import vocabulary
 from seem_dagster.properties.derive import HistoryReport, compare, derive_properties
+from seem_dagster.properties.stated import StatedProperty
 from seem_dagster.store.cache import ConversationCache
 
 KIND = "properties"

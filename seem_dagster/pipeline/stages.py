@@ -31,9 +31,9 @@ CODE_VERSIONS = {"ingest": 1, "extraction": 1, "episodes": 1, "entities": 1, "gr
 # The modules (a package: all of it) whose code decides what each stage writes.
 STAGE_MODULES = {
     "ingest": ("seem_dagster.ingest", "seem_dagster.pipeline.ingest", "seem_dagster.forgetting.tombstones", "seem_dagster.ids"),
-    "extraction": ("seem_dagster.extraction", "seem_dagster.pipeline.extract", "seem_dagster.pipeline.properties",
+    "extraction": ("seem_dagster.episodic.extraction", "seem_dagster.pipeline.extract", "seem_dagster.pipeline.properties",
                    "seem_dagster.properties", "seem_dagster.llm"),
-    "episodes": ("seem_dagster.episodic", "seem_dagster.fusion", "seem_dagster.llm.fusion", "seem_dagster.pipeline.episodes",
+    "episodes": ("seem_dagster.episodic.tables", "seem_dagster.episodic.fusion", "seem_dagster.episodic.judges", "seem_dagster.pipeline.episodes",
                  "seem_dagster.embeddings", "seem_dagster.pipeline.embedding"),
     "entities": ("seem_dagster.graph.entities",),
     "graph_edges": ("seem_dagster.graph", "seem_dagster.pipeline.graph", "seem_dagster.embeddings"),

@@ -16,8 +16,8 @@ from datetime import datetime
 import polars as pl
 
 from seem_dagster import ids
-from seem_dagster.extraction.interface import StatedProperty
 from seem_dagster.graph.entities import entity_id, normalise
+from seem_dagster.properties.stated import StatedProperty
 from seem_dagster.properties.vocabulary import NUMBER_WORDS, canonical_name, is_single_valued, name_property
 from seem_dagster.schemas import Facts, Passages, Properties, table
 

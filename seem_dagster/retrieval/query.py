@@ -10,7 +10,7 @@ from datetime import datetime
 
 import numpy as np
 
-from seem_dagster.extraction.interface import Extractor, Fact, PassageInput
+from seem_dagster.episodic.extraction.interface import Extractor, Fact, PassageInput
 from seem_dagster.retrieval.index import fact_text
 from seem_dagster.retrieval.question_events import events_of
 from seem_dagster.retrieval.question_form import asks_advice, asks_latest
@@ -112,6 +112,6 @@ def form_of(question: str, config) -> bool:
         return False
     if WORD.findall(question)[0].lower() == "how":  # "how many": a list, whatever the tags say of the rest
         return True
-    from seem_dagster.extraction.embedded import question_tags
+    from seem_dagster.retrieval.question_tags import question_tags
 
     return asks_for_several(question_tags(question))

@@ -177,7 +177,7 @@ def _rules(q: str, asked: date):
     for m in re.finditer(rf"\b(?:in|during|throughout|of) ({_MONTH})(?:,? (\d{{4}}))?\b", q):
         first, last = _most_recent_month(_month_number(m.group(1)), asked, int(m.group(2)) if m.group(2) else None)
         yield m.start(), Window(first, last, 5.0, 0.8, m.group(0), absolute=m.group(2) is not None)
-    from seem_dagster.extraction import timex  # dateparser loads on the first question that needs it
+    from seem_dagster.episodic.extraction import timex  # dateparser loads on the first question that needs it
 
     for m in timex.RELATIVE_PATTERN.finditer(q):
         resolved = timex.resolve(m.group(0), asked)

@@ -22,6 +22,9 @@ from pathlib import Path
 import numpy as np
 
 MODEL_PATH = Path(__file__).with_name("rerank_model.json")
+# The base rankings a model is fitted for: the walk's (retrieval with use_graph) and the prior's.
+WALK_BASE, PRIOR_BASE = "seem", "prior"
+BASES = (WALK_BASE, PRIOR_BASE)
 
 # What the reranker reads of each candidate passage. The prior enters as retrieval mixed it (dense,
 # unnamed and BM25, replies inheriting), never as its parts: the mix is tuned and held out on both

@@ -30,7 +30,7 @@ from seem_dagster.retrieval.index import MemoryIndex
 from seem_dagster.retrieval.query import named_speakers
 from seem_dagster.retrieval.question_time import Window
 from seem_dagster.retrieval.reasons import Reason
-from seem_dagster.retrieval.rerank import FACT_FEATURES, RerankModel, Signals, bundled_model, feature_matrix, reorder
+from seem_dagster.retrieval.rerank import FACT_FEATURES, PRIOR_BASE, WALK_BASE, RerankModel, Signals, bundled_model, feature_matrix, reorder
 from seem_dagster.schemas import Episodes, Facts, Passages
 
 # PageRank masses closer than this are one value: prpack's run-to-run noise is about 1e-14.
@@ -259,7 +259,7 @@ def rerank(index: MemoryIndex, ranked: list[Ranked], signals: Signals, question:
     """The top ``rerank_depth`` passages reordered by the model of this ranking (retrieval/rerank.py):
     ``seem``'s when the walk ran, the prior's otherwise; from ``models`` when it has one, else the
     bundled one."""
-    base = "seem" if config.use_graph else "prior"
+    base = WALK_BASE if config.use_graph else PRIOR_BASE
     model = (models or {}).get(base) or bundled_model(base)
     if signals.fact_key is None and any(f in FACT_FEATURES for f in model.features):
         raise ValueError("the reranker reads the facts' match, which this retrieval did not compute (use_graph and fact_key_weight are off)")

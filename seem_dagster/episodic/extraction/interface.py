@@ -17,6 +17,7 @@ from typing import Protocol
 import polars as pl
 
 from seem_dagster import ids
+from seem_dagster.properties.stated import StatedProperty
 from seem_dagster.schemas import EVENT_ROLES, EventFrames, Facts, Passages, table
 
 
@@ -61,18 +62,6 @@ class Fact:
     # end of its object. None when the backend does not know (a language model's facts).
     span_start: int | None = None
     span_end: int | None = None
-
-
-@dataclass
-class StatedProperty:
-    """An entity's property as a language model states it (the embedded extractor leaves these
-    empty: its properties are derived from its facts)."""
-
-    entity: str
-    property: str
-    value: str
-    dtype: str | None = None
-    time: str | None = None
 
 
 @dataclass

@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 
-from seem_dagster.extraction.interface import Event, Extractor, Fact, PassageExtraction, PassageInput, StatedProperty
+from seem_dagster.episodic.extraction.interface import Event, Extractor, Fact, PassageExtraction, PassageInput
 from seem_dagster.llm.client import LlmClient, LlmRun
 from seem_dagster.llm.prompts import passage, query_facts
+from seem_dagster.properties.stated import StatedProperty
 
 _DATE = re.compile(r"^(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?$")
 
