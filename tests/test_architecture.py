@@ -85,3 +85,81 @@ def test_a_method_is_named_in_the_registry_alone():
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value!r}")
         found += [f"{path.relative_to(ROOT)} mentions {n}" for n in sorted(compound) if n in text]
     assert not found, found
+
+
+def test_every_stage_has_a_version_its_modules_and_a_recorded_digest():
+    """docs/architecture.md, "Add a stage": a version, the modules that decide what it writes (each
+    importable), and a recorded digest of their code."""
+    import importlib.util
+    import json
+
+    from seem_dagster.pipeline.stages import CODE_VERSIONS, STAGE_MODULES
+
+    assert set(CODE_VERSIONS) == set(STAGE_MODULES)
+    missing = [m for modules in STAGE_MODULES.values() for m in modules if importlib.util.find_spec(m) is None]
+    assert not missing, f"STAGE_MODULES names modules that do not exist: {missing}"
+    assert set(json.loads((ROOT / "tests" / "stage_code.json").read_text())) == set(CODE_VERSIONS)
+
+
+def test_every_memory_table_has_a_schema_check_a_view_and_a_line_in_the_store_docs():
+    """docs/architecture.md, "Add a table"."""
+    from seem_dagster.defs.assemble import build_defs
+    from seem_dagster.defs.checks import CHECKS
+    from seem_dagster.pipeline.stages import MEMORY_TABLES, QUERY_TABLES
+    from seem_dagster.sql.memory import TABLES as VIEWS
+
+    schema_checked = {c.asset for c in CHECKS if "schema" in c.description}
+    assert [t for t in MEMORY_TABLES + QUERY_TABLES if t not in schema_checked] == []
+    assert set(VIEWS) == set(MEMORY_TABLES)
+    docs = (ROOT / "docs" / "store.md").read_text()
+    assert [t for t in MEMORY_TABLES + QUERY_TABLES if f"`{t}`" not in docs] == []
+    assets = {key.to_user_string() for key in build_defs().resolve_asset_graph().get_all_asset_keys()}
+    assert set(MEMORY_TABLES + QUERY_TABLES) <= assets
+
+
+def _another(value, annotation):
+    """A valid value of a setting other than ``value``, or None where none is made here."""
+    import typing
+
+    options = typing.get_args(annotation) if typing.get_origin(annotation) is typing.Literal else ()
+    if options:
+        return next((o for o in options if o != value), None)
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, float):
+        return value / 2 if value else 0.25
+    return None
+
+
+def test_a_setting_that_shapes_a_memory_is_in_its_stages_record():
+    """docs/architecture.md, "Add a setting": changing any setting of a section that shapes a memory
+    or a query's result changes some stage's record (so a stale memory rebuilds), unless
+    ``stages.NOT_RECORDED`` says why not."""
+    import json
+
+    from seem_dagster.config import SeemConfig
+    from seem_dagster.pipeline.stages import CODE_VERSIONS, EXTRACTION_ASSETS, NOT_RECORDED, stage_config
+
+    assets = [*EXTRACTION_ASSETS, *(s for s in CODE_VERSIONS if s not in ("ingest", "extraction"))]
+
+    def record(config):
+        return json.dumps({a: stage_config(a, config) for a in assets}, sort_keys=True, default=str)
+
+    base, unrecorded, tried = SeemConfig(), [], 0
+    before = record(base)
+    for section in ("extraction", "fusion", "synonyms", "retrieval", "query", "properties"):
+        part = getattr(base, section)
+        for name, field in type(part).model_fields.items():
+            key = f"{section}.{name}"
+            if key in ("extraction.extractor", "extraction.embedder"):
+                continue  # recorded by name; another value loads another model
+            value = _another(getattr(part, name), field.annotation)
+            if value is None:
+                continue
+            tried += 1
+            changed = base.model_copy(update={section: part.model_copy(update={name: value})})
+            if record(changed) == before and key not in NOT_RECORDED:
+                unrecorded.append(key)
+    assert tried > 50 and not unrecorded, unrecorded

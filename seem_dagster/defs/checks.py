@@ -19,7 +19,19 @@ from dagster import AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, Metada
 
 from seem_dagster.defs.metadata import markdown_table
 from seem_dagster.defs.partitions import conversations
-from seem_dagster.schemas import Entities, Episodes, EventFrames, Facts, GraphEdges, LlmCalls, Passages, Properties, Questions
+from seem_dagster.schemas import (
+    Embeddings,
+    Entities,
+    Episodes,
+    EventFrames,
+    Facts,
+    GraphEdges,
+    LlmCalls,
+    Passages,
+    Properties,
+    Questions,
+    Retrieved,
+)
 
 # Checks are partitioned like their assets, so each result belongs to one conversation; Dagster
 # 1.13 marks that as preview. We rely on it knowingly, so the warning is not repeated on every load.
@@ -146,6 +158,10 @@ CHECKS = (
     Check("entities_schema", "entities", ("entities",), _schema(Entities), "entities match the Entities schema (pandera)"),
     Check("graph_edges_integrity", "graph_edges", ("graph_edges", "passages", "entities"), _graph_edges_integrity,
           "graph_edges match the schema and every edge joins existing passage or entity nodes"),
+    Check("retrieval_index_schema", "retrieval_index", ("retrieval_index",), _schema(Embeddings),
+          "retrieval_index matches the Embeddings schema (pandera)"),
+    Check("retrieved_context_schema", "retrieved_context", ("retrieved_context",), _schema(Retrieved),
+          "retrieved_context matches the Retrieved schema (pandera)"),
 )
 
 

@@ -28,6 +28,12 @@ SOURCE_RECORD = "source_record"
 # the change is recorded (tests/stage_code.json): a bump cannot be forgotten, only declined.
 CODE_VERSIONS = {"ingest": 1, "extraction": 1, "episodes": 1, "entities": 1, "graph_edges": 1, "retrieval_index": 2,
                  "retrieved_context": 2}
+# Settings of the sections that shape a memory which no stage's record holds, each with why: a change
+# of one of these never makes a stored memory stale (tests/test_architecture.py checks every other is
+# recorded). extraction.extractor and .embedder are recorded by the extractor's and model's names.
+NOT_RECORDED = {
+    "extraction.parse_processes": "the same extractions in any number of processes",
+}
 # The modules (a package: all of it) whose code decides what each stage writes.
 STAGE_MODULES = {
     "ingest": ("seem_dagster.ingest", "seem_dagster.pipeline.ingest", "seem_dagster.forgetting.tombstones", "seem_dagster.ids"),

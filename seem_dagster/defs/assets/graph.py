@@ -64,10 +64,11 @@ def build_graph(context: AssetExecutionContext, facts: pl.DataFrame, passages: p
     ins={"passages": AssetIn(), "facts": AssetIn()},
     group_name=GROUP, kinds=KINDS | {"pytorch"}, io_manager_key="snapshot_io_manager",
     description="Embeddings of passages and facts (one table, by item kind): what queries score.",
+    check_specs=check_specs("retrieval_index"),
 )
 def retrieval_index(context: AssetExecutionContext, passages: pl.DataFrame, facts: pl.DataFrame, seem: ResourceParam[SeemConfig]):
     built = build_retrieval_index(ConversationCache(seem.store.root, context.partition_key), passages, facts, seem)
-    return Output(
+    yield Output(
         built.table,
         metadata={
             "dagster/row_count": MetadataValue.int(built.table.height),
@@ -78,3 +79,4 @@ def retrieval_index(context: AssetExecutionContext, passages: pl.DataFrame, fact
             "seconds": MetadataValue.float(round(built.seconds, 2)),
         },
     )
+    yield from run_checks({"retrieval_index": built.table})

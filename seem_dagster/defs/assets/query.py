@@ -6,6 +6,7 @@ from dagster import AssetExecutionContext, AssetIn, MetadataValue, Output, Resou
 
 from seem_dagster import backends
 from seem_dagster.config import SeemConfig
+from seem_dagster.defs.checks import check_specs, run_checks
 from seem_dagster.defs.metadata import markdown_table, table_metadata
 from seem_dagster.defs.partitions import conversations
 from seem_dagster.retrieval.answer import ask
@@ -21,6 +22,7 @@ from seem_dagster.schemas import Passages, Questions, Retrieved, table
     description="The retrieved context of every stored question: ranked passages, source refs, scores and the "
     "reason each passage is there (seed fact, PageRank, or the episode that expanded it). With a language "
     "model (resource llm) each question is also answered; the answers are in the metadata.",
+    check_specs=check_specs("retrieved_context"),
 )
 def retrieved_context(
     context: AssetExecutionContext, questions, passages, facts, entities, episodes, graph_edges, retrieval_index, properties,
@@ -47,7 +49,7 @@ def retrieved_context(
             found = {refs[i.passage_id] for i in top[:10]}
             recalls.append(len(gold & found) / len(gold))
     retrieved = table(Retrieved, rows, orient="row")
-    return Output(
+    yield Output(
         retrieved,
         metadata={
             **table_metadata(retrieved, [Retrieved.question_id, Retrieved.rank, Retrieved.source_ref, Retrieved.reason], text=[Retrieved.reason]),
@@ -58,6 +60,7 @@ def retrieved_context(
             **(_answer_metadata(answers, session) if session is not None else {"answers": MetadataValue.text("no language model configured (resource llm)")}),
         },
     )
+    yield from run_checks({"retrieved_context": retrieved})
 
 
 def _answer_metadata(answers: list[tuple], session: LlmSession) -> dict:
