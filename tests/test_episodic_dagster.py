@@ -92,13 +92,13 @@ def test_a_rebuild_with_nothing_new_hits_every_cache(tmp_path):
 
 
 def test_a_new_extractor_version_fuses_its_frames_again_instead_of_keeping_stale_episodes(tmp_path, monkeypatch):
-    from seem_dagster.episodic.extraction import embedded
+    from seem_dagster.episodic.extraction import embedded, summary
 
     store = tmp_path / "store"
     _build(store, SAMPLE, DagsterInstance.ephemeral())
     # Same frame ids (they name the passage), other summaries: what an extractor upgrade does.
     monkeypatch.setattr(embedded.EmbeddedExtractor, "version", "summaries-of-12-words")
-    monkeypatch.setattr(embedded, "MAX_SUMMARY_WORDS", 12)
+    monkeypatch.setattr(summary, "MAX_SUMMARY_WORDS", 12)
     instance = DagsterInstance.ephemeral()
     _build(store, SAMPLE, instance)
     assert _meta(instance, "event_frames")["extracted"] == 48
