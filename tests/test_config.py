@@ -30,7 +30,7 @@ def _other_value(setting):
     if isinstance(default, tuple):
         return default[:1]
     if default is None:
-        return ("user",)
+        return "tokens.json" if str in args else ("user",)
     return default + "-x" if default else "x"
 
 

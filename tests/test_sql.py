@@ -7,6 +7,7 @@ import hashlib
 import json
 import time
 from datetime import datetime
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -138,3 +139,36 @@ def test_seem_sql_on_a_built_store_prints_views_tables_csv_json_and_refuses_host
     assert _digest(sample_store) == before
     missing = seem_cli("sql", "--store", store, "--conversation", "nobody", "SELECT 1")
     assert missing.returncode == 2 and missing.stderr == "seem: error: no memory of conversation 'nobody' in this store\n"
+
+
+BOMBS = [
+    "SELECT length(repeat('x', 2000000000) || repeat('y', 2000000000)) AS n",
+    "SELECT length(string_agg(repeat('x', 1000000), '')) FROM range(5000)",
+    "SELECT length(list(i)) AS n FROM range(300000000) t(i)",
+]
+
+
+@pytest.mark.slow
+def test_memory_bombs_fail_alone_with_one_line_in_a_bounded_worker_and_the_next_query_answers(sample_store):
+    from seem_dagster import Memory
+
+    with Memory.open(sample_store, sql={"memory_limit_mb": 256}) as memory:
+        for query in BOMBS:
+            with pytest.raises(SqlRefused, match=r"^the query needs more memory than its bound of 256 MB \(sql.memory_limit_mb\)"):
+                memory.sql(query)
+        assert memory.sql("SELECT count(*) AS n FROM passages").frame["n"].item() == 48
+        for pid in memory._sql_pool.worker_pids():  # the workers that ran them, still alive, stayed near their bound
+            status = (Path("/proc") / str(pid) / "status").read_text()
+            assert int(next(x for x in status.splitlines() if x.startswith("VmHWM:")).split()[1]) < (256 + 400) * 1024
+
+
+@pytest.mark.slow
+def test_every_output_format_writes_odd_types_or_says_why_in_one_line(sample_store):
+    odd = ("SELECT {'a': 1, 'b': [1, 2]} AS s, '\\x00ab'::BLOB AS b, INTERVAL 3 DAY AS i, uuid() AS u, 1.5::DECIMAL(10, 2) AS d, "
+           "[1, 2]::INTEGER[2] AS arr, map([1], [2]) AS m, 1::HUGEINT AS h, 10::BIT AS bits, union_value(k := 'x') AS un")
+    for query in ("SELECT * FROM duckdb_settings()", odd):
+        for fmt in ("table", "csv", "json"):
+            done = seem_cli("sql", "--store", str(sample_store), "--format", fmt, query)
+            assert done.returncode == 0 and done.stdout.strip(), (query, fmt, done.stderr)
+    settings = seem_cli("sql", "--store", str(sample_store), "--format", "csv", "SELECT name, value FROM duckdb_settings()")
+    assert settings.stdout.splitlines()[0] == "name,value"

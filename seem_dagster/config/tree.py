@@ -311,8 +311,15 @@ class SqlConfig(Section):
     max_rows: int = Field(1000, ge=1, description="rows returned at most; more are cut and the result says so")
     timeout_s: float = Field(10.0, gt=0, description="a query still running after this many seconds is interrupted")
     max_chars: int = Field(20_000, ge=1, description="longest SQL text accepted")
-    memory_limit_mb: int = Field(1024, ge=16, description="DuckDB's memory limit for a query, in MB")
+    memory_limit_mb: int = Field(
+        1024, ge=16, description="a query's memory in MB: DuckDB's limit, and the bound the operating system enforces on the "
+        "worker process that runs it, beyond the tables it holds (a query over it fails alone, with one line)",
+    )
     threads: int = Field(1, ge=1, description="DuckDB threads per query")
+    workers: int = Field(
+        2, ge=1, le=32, description="worker processes that run SQL, each under its memory bound; queries beyond them wait",
+    )
+    max_result_mb: int = Field(32, ge=1, description="largest result a query returns, in MB (a bigger one is refused with why)")
 
 
 class AgentConfig(Section):
@@ -325,6 +332,19 @@ class AgentConfig(Section):
     max_tokens: int = Field(512, ge=1, description="cap on each model reply's tokens")
     allow_forget: bool = Field(
         False, description="`seem mcp` offers a forget tool (off: an agent must not erase memory because a prompt told it to)",
+    )
+    tokens_file: str | None = Field(
+        None, description="`seem mcp --http`: the file of bearer tokens (hashes only; `seem tokens add` writes it), each "
+        "scoped to its conversations; without it the server runs only on loopback, open to every conversation",
+    )
+    call_timeout_s: float = Field(30.0, gt=0, description="`seem mcp --http`: a tool call still running after this is answered "
+                                  "with an error (its SQL worker is stopped; a search finishes in the background)")
+    max_request_bytes: int = Field(1_000_000, ge=1024, description="`seem mcp --http`: the largest request body accepted")
+    concurrent_calls: int = Field(8, ge=1, le=256, description="`seem mcp --http`: tool calls run at once per server process; "
+                                  "more wait their turn")
+    http_processes: int = Field(
+        2, ge=1, le=64, description="`seem mcp --http`: server processes sharing the port, each with its own loaded models "
+        "(about 0.5 GB): retrieval is Python, so one process uses about one core whatever its threads",
     )
 
 

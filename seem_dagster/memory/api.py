@@ -16,7 +16,8 @@ one at a time.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime
 from datetime import time as day_time
 
@@ -87,8 +88,10 @@ class Memory:
         self.resolved = resolved
         self.config: SeemConfig = resolved.config
         self.store = str(self.config.store.root)
-        self._published = Published(self.store, self.config.sql)
+        self._published = Published(self.store)
         self._writes = writes.Writer(self)
+        self._sql_pool = None
+        self._pool_lock = threading.Lock()
         self._closed = False
 
     @classmethod
@@ -117,6 +120,8 @@ class Memory:
 
     def close(self) -> None:
         self._published.close()
+        if self._sql_pool is not None:
+            self._sql_pool.close()
         self._closed = True
 
     def __enter__(self) -> Memory:
@@ -152,7 +157,17 @@ class Memory:
     def unload(self, conversation_id: str) -> None:
         """Drop what this `Memory` holds in memory of a conversation (its next read loads it again):
         for a caller that reads many conversations once each, such as the evaluation."""
+        self._drop_loaded(conversation_id)
+
+    def _drop_loaded(self, conversation_id: str, sql_workers: bool = False) -> None:
+        """``sql_workers``: the SQL workers are stopped too (after a forget, no process keeps the
+        forgotten rows in its memory; the next query starts fresh ones)."""
         self._published.forget(conversation_id)
+        if sql_workers:
+            with self._pool_lock:
+                pool, self._sql_pool = self._sql_pool, None
+            if pool is not None:
+                pool.close()
 
     def build_id(self, conversation_id: str) -> str:
         """The build (Dagster run) that published the conversation's memory as it is now."""
@@ -172,6 +187,19 @@ class Memory:
         config = self.config
         return encode(index, question, when, backends.extractor(config.extraction.extractor), backends.query_embedder(config.extraction.embedder),
                       config.retrieval, facts=facts, several=several)
+
+    def warm(self) -> None:
+        """Load what a query needs (the question's parser, tagger and encoder) now rather than at the
+        first query: a long-lived server calls it as it starts, so that its first callers do not wait
+        seconds. Conversations' memories still load at their first read."""
+        from seem_dagster import backends
+        from seem_dagster.retrieval.query import encode_query, form_of
+
+        config = self.config
+        question = "Which two things did Alice do last week?"
+        form_of(question, config.retrieval)
+        encode_query(question, datetime(2024, 1, 1), backends.extractor(config.extraction.extractor),
+                     backends.query_embedder(config.extraction.embedder))
 
     def query(self, conversation_id: str, question: str, *, k: int | None = None, date: datetime | str | None = None,
               as_of: datetime | str | None = None, budget: int | None = None, answer: bool | None = None,
@@ -247,31 +275,40 @@ class Memory:
             props = props.filter(pl.col(Properties.entity).map_elements(lambda e: wanted in normalise(e), return_dtype=pl.Boolean))
         return props.sort(Properties.entity, Properties.property, Properties.valid_from) if props.height else props
 
-    def sql(self, query: str, conversation_id: str | None = None):
-        """One read-only SELECT over the memory's views (one conversation, or all): a ``SqlResult``
-        (frame, types, truncated, seconds). Refused SQL raises ``SqlRefused`` with one line."""
-        view = self._sql_view(conversation_id)
-        with view.lock:
-            return view.memory.query(query)
+    def sql(self, query: str, conversation_id: str | Sequence[str] | None = None):
+        """One read-only SELECT over the memory's views: of one conversation, of a list of them (the
+        views hold those alone, whatever the SQL), or of all (None). A ``SqlResult`` (frame, types,
+        truncated, seconds). It runs in a worker process under ``sql.memory_limit_mb`` (enforced by the
+        operating system) and ``sql.timeout_s``; refused or failed SQL raises ``SqlRefused`` with one line."""
+        conversations, key = self._sql_scope(conversation_id)
+        return self._pool().query(self.store, conversations, key, query)
 
-    def sql_schema(self, conversation_id: str | None = None) -> dict:
+    def sql_schema(self, conversation_id: str | Sequence[str] | None = None) -> dict:
         """The views, their columns and row counts, the macros and limits; ``skipped``: conversations
-        left out of an all-conversation view, each with why."""
-        view = self._sql_view(conversation_id)
-        with view.lock:
-            return {**view.memory.describe(), "skipped": dict(view.memory.skipped)}
+        left out of the views, each with why."""
+        conversations, key = self._sql_scope(conversation_id)
+        return self._pool().describe(self.store, conversations, key)
 
-    def _sql_view(self, conversation_id: str | None):
-        from seem_dagster.store.snapshot import SnapshotError
-
-        if conversation_id is not None:
+    def _sql_scope(self, conversation_id):
+        if isinstance(conversation_id, str):
             self._loaded(conversation_id)  # an unknown conversation is refused as everywhere
-        try:
-            return self._published.sql(conversation_id)
-        except SnapshotError as err:
-            if conversation_id is None:
-                raise UnknownConversation(str(err).split(" (")[0] + ": build one with `seem build` or `Memory.add`") from None
-            raise
+        elif conversation_id is not None:
+            conversation_id = [self._conversation(c) for c in conversation_id]
+            if not conversation_id:
+                raise UnknownConversation("no conversation to query: the list is empty")
+        key = self._published.sql_scope(conversation_id)
+        if not any(k for _, k in key):
+            raise UnknownConversation("no built conversation in this store: build one with `seem build` or `Memory.add`"
+                                      if conversation_id is None else "none of these conversations has a memory in this store")
+        return conversation_id, key
+
+    def _pool(self):
+        with self._pool_lock:
+            if self._sql_pool is None:
+                from seem_dagster.sql.pool import SqlPool
+
+                self._sql_pool = SqlPool(self.config.sql, self.config.sql.max_result_mb)
+            return self._sql_pool
 
     # ---- writing --------------------------------------------------------------------------------
 

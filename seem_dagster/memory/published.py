@@ -15,10 +15,8 @@ import json
 import threading
 from dataclasses import dataclass
 
-from seem_dagster.config import SqlConfig
 from seem_dagster.retrieval.index import MemoryIndex
 from seem_dagster.retrieval.load import TABLES, load_published_index
-from seem_dagster.sql.memory import SqlMemory, load_tables
 from seem_dagster.store.manifest import read_manifest
 from seem_dagster.store.snapshot import legacy_path, read_footers
 from seem_dagster.store.sources import registered_conversations
@@ -46,19 +44,10 @@ class Loaded:
     build_id: str
 
 
-@dataclass
-class SqlView:
-    key: tuple
-    memory: SqlMemory
-    lock: threading.Lock
-
-
 class Published:
-    def __init__(self, root, sql: SqlConfig):
+    def __init__(self, root):
         self.root = root
-        self.sql_config = sql
         self._indexes: dict[str, Loaded] = {}
-        self._sql: dict[str | None, SqlView] = {}
         self._locks: dict[object, threading.Lock] = {}
         self._guard = threading.Lock()
 
@@ -85,35 +74,17 @@ class Published:
             self._indexes[conversation_id] = held
             return held
 
-    def sql(self, conversation_id: str | None) -> SqlView:
-        """The SQL views of one conversation, or of every conversation with a memory (None)."""
-        scope = [conversation_id] if conversation_id is not None else registered_conversations(self.root)
-        key = tuple((c, memory_key(self.root, c)) for c in scope)
-        held = self._sql.get(conversation_id)
-        if held is not None and held.key == key:
-            return held
-        with self._lock(("sql", conversation_id)):
-            held = self._sql.get(conversation_id)
-            if held is not None and held.key == key:
-                return held
-            view = SqlView(key, SqlMemory(load_tables(self.root, conversation_id), self.sql_config), threading.Lock())
-            self._sql[conversation_id] = view
-            if held is not None:
-                with held.lock:  # a query on the older views finishes first
-                    held.memory.close()
-            return view
+    def sql_scope(self, conversations) -> tuple:
+        """What identifies the SQL views of ``conversations`` (one id, a list, or None for every
+        conversation with a memory) as published now: each conversation with its memory's key."""
+        scope = [conversations] if isinstance(conversations, str) else list(conversations) if conversations is not None \
+            else registered_conversations(self.root)
+        return tuple((c, memory_key(self.root, c)) for c in scope)
 
     def forget(self, conversation_id: str) -> None:
-        """Drop what was loaded of the conversation (its memory changed or went)."""
+        """Drop what was loaded of the conversation (its memory changed or went; SQL views follow the
+        memory's key, so none of its old views is used again)."""
         self._indexes.pop(conversation_id, None)
-        for scope in [s for s in self._sql if s in (None, conversation_id)]:
-            view = self._sql.pop(scope)
-            with view.lock:
-                view.memory.close()
 
     def close(self) -> None:
-        for view in self._sql.values():
-            with view.lock:
-                view.memory.close()
-        self._sql.clear()
         self._indexes.clear()

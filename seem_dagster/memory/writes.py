@@ -190,7 +190,7 @@ class Writer:
             removed["logs"] = sweep.scrub_logs(_log_folders(self.store), cid, texts)
             removed["dagster_runs"], more = self._scrub_instance(cid, build_id, whole)
             warnings += more
-            self.memory._published.forget(cid)
+            self.memory._drop_loaded(cid, sql_workers=True)
         refs = tuple(rows[Passages.source_ref].to_list())
         return Forgotten(cid, rows.height, refs, passages.height - rows.height, build_id, time.perf_counter() - started,
                          removed, tuple(warnings))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -25,6 +26,8 @@ from seem_dagster.store.sources import registered_conversations
 TABLES = ("passages", "questions", "event_frames", "facts", "properties", "episodes", "entities", "graph_edges",
           "retrieval_index", "llm_calls")
 CONVERSATION = "conversation_id"
+# DuckDB types returned as their text: no output format (and not polars) holds them as they are.
+AS_TEXT = frozenset({"VARIANT", "UNION", "BIT", "INTERVAL", "UUID", "GEOMETRY", "BLOB"})
 # "What held on a date" as a table macro over the properties view (stored ends: as known now).
 MACROS = {
     "properties_on": ("properties_on(day)", "CREATE MACRO properties_on(day) AS TABLE SELECT * FROM properties "
@@ -48,16 +51,19 @@ class Loaded:
     skipped: dict[str, str] = field(default_factory=dict)  # conversation -> why it is not in the views
 
 
-def load_tables(store, conversation_id: str | None = None) -> Loaded:
-    """One conversation's tables, or every built conversation's; each conversation's from one build."""
-    wanted = [conversation_id] if conversation_id is not None else registered_conversations(store)
+def load_tables(store, conversations: str | Sequence[str] | None = None) -> Loaded:
+    """The tables of one conversation (``conversations`` a string: its error is raised), of a list of
+    them, or of every built conversation (None); each conversation's from one build. A conversation
+    of a list, or of all, without a readable memory is left out and named in ``skipped``."""
+    strict = isinstance(conversations, str)
+    wanted = [conversations] if strict else list(conversations) if conversations is not None else registered_conversations(store)
     per_table: dict[str, list[pl.DataFrame]] = {t: [] for t in TABLES}
     loaded, skipped = [], {}
     for cid in wanted:
         try:
             tables = read_snapshot(store, cid, TABLES)
         except SnapshotError as err:
-            if conversation_id is not None:
+            if strict:
                 raise
             skipped[cid] = str(err)
             continue
@@ -67,7 +73,7 @@ def load_tables(store, conversation_id: str | None = None) -> Loaded:
                 frame = frame.select(pl.lit(cid).alias(CONVERSATION), pl.all())
             per_table[name].append(frame)
     if not loaded:
-        why = f" ({'; '.join(f'{c}: {r}' for c, r in list(skipped.items())[:3])})" if skipped else ""
+        why = f" ({'; '.join(f'{c}: {r}' for c, r in list(skipped.items())[:3])})" if skipped and conversations is None else ""
         raise SnapshotError(f"no built conversation in the store {store}{why}: build one with `seem build`")
     return Loaded({name: pl.concat(frames, how="vertical") for name, frames in per_table.items()}, loaded, skipped)
 
@@ -91,6 +97,7 @@ class SqlMemory:
         self.macros = {name: sig for name, (sig, create) in MACROS.items() if "properties" in self.tables}
         for name in self.macros:
             self.con.execute(MACROS[name][1])
+        self.con.execute("SET enable_progress_bar = false")  # it writes to the terminal, and the SQL worker's stdout is its protocol
         self.con.execute("SET lock_configuration = true")
 
     @classmethod
@@ -136,6 +143,10 @@ class SqlMemory:
             if rel is None:  # pragma: no cover (the guard lets only queries through)
                 raise SqlRefused("the statement returned no rows: only one SELECT runs")
             types = [str(t) for t in rel.types]
+            odd = [c for c, t in zip(rel.columns, types) if t.split("(")[0].split("[")[0] in AS_TEXT]
+            if odd:  # types a table, CSV or JSON cannot hold as they are: their text (the type stays in ``types``)
+                rel = rel.project(", ".join(f"CAST({_quoted(c)} AS VARCHAR) AS {_quoted(c)}" if c in odd else _quoted(c)
+                                            for c in rel.columns))
             table = rel.limit(self.config.max_rows + 1).to_arrow_table()
         except duckdb.InterruptException:
             raise SqlRefused(f"query stopped after the time limit of {self.config.timeout_s:g} s (sql.timeout_s)") from None
@@ -149,3 +160,7 @@ class SqlMemory:
         frame = pl.from_arrow(table)
         truncated = frame.height > self.config.max_rows
         return SqlResult(frame.head(self.config.max_rows), types, truncated, seconds, dict(self.skipped))
+
+
+def _quoted(column: str) -> str:
+    return '"' + column.replace('"', '""') + '"'

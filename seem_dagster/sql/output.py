@@ -6,6 +6,7 @@ import json
 
 import polars as pl
 
+from seem_dagster.sql.guard import SqlRefused, first_line
 from seem_dagster.sql.memory import SqlResult
 
 FORMATS = ("table", "csv", "json")
@@ -34,6 +35,14 @@ def as_records(result: SqlResult) -> dict:
 
 
 def render(result: SqlResult, fmt: str, max_rows: int) -> str:
+    """The result as ``fmt``; a value no format can hold raises ``SqlRefused`` with one line."""
+    try:
+        return _render(result, fmt, max_rows)
+    except Exception as err:  # a type the casts in memory.py did not foresee: one line, not a traceback
+        raise SqlRefused(f"the result cannot be written as {fmt}: {first_line(err)}") from None
+
+
+def _render(result: SqlResult, fmt: str, max_rows: int) -> str:
     note = f"({result.frame.height} rows{'; cut at sql.max_rows=' + str(max_rows) if result.truncated else ''})"
     if fmt == "json":
         return json.dumps(as_records(result), ensure_ascii=False, default=str, indent=1)
