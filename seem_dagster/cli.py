@@ -261,6 +261,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
                 print(render_schema(described, "json" if args.format == "json" else "table"))
                 return 0
             result = memory.sql(args.query, args.conversation)
+            text = render(result, args.format, config.sql.max_rows)
         except SqlRefused as err:
             return _fail(str(err), EXIT_INPUT)
         except InvalidRequest as err:
@@ -268,7 +269,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
         except SnapshotError as err:
             return _fail(str(err), EXIT_RUN)
     _say_skipped(result.skipped)
-    print(render(result, args.format, config.sql.max_rows))
+    print(text)
     if result.truncated and args.format != "table":
         print(f"seem sql: cut at {config.sql.max_rows} rows (sql.max_rows)", file=sys.stderr)
     return 0
@@ -299,13 +300,60 @@ def _tools(args: argparse.Namespace, shortcuts):
     return tools, 0
 
 
-def cmd_mcp(args: argparse.Namespace) -> int:
-    from seem_dagster.agent.mcp_server import serve
+MCP_FLAGS = (STORE, *SQL_FLAGS[1:], Shortcut("--tokens-file", "agent.tokens_file", metavar="FILE"))
 
-    tools, code = _tools(args, (STORE, *SQL_FLAGS[1:]))
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    tools, code = _tools(args, MCP_FLAGS)
     if tools is None:
         return code
-    serve(tools)
+    if args.http is None:
+        from seem_dagster.agent.mcp_server import serve
+
+        serve(tools)
+        return 0
+    from seem_dagster.agent.http_server import ServeError, serve_http
+    from seem_dagster.agent.tokens import TokensError
+
+    try:
+        serve_http(tools, args.http)
+    except (ServeError, TokensError) as err:
+        tools.close()
+        return _fail(str(err), EXIT_INPUT)
+    return 0
+
+
+TOKENS_FLAGS = (Shortcut("--tokens-file", "agent.tokens_file", metavar="FILE"),)
+
+
+def cmd_tokens(args: argparse.Namespace) -> int:
+    import json
+
+    from seem_dagster.agent import tokens
+    from seem_dagster.config import ConfigError
+
+    try:
+        path = _resolve(args, TOKENS_FLAGS).config.agent.tokens_file
+    except ConfigError as err:
+        return _fail(str(err), EXIT_INPUT)
+    if path is None:
+        return _fail("name the tokens file: --tokens-file FILE (or the setting agent.tokens_file)", EXIT_INPUT)
+    try:
+        if args.action == "add":
+            wanted = [c.strip() for c in (args.conversations or "").split(",") if c.strip()]
+            token, record = tokens.add(path, wanted, args.prefix, args.name or "")
+            scope = ", ".join(filter(None, [", ".join(record["conversations"]),
+                                            f"every conversation starting {record['prefix']!r}" if record["prefix"] else ""]))
+            print(f"token {record['id']} added to {path}; it reads: {scope}")
+            print("the token (shown once; only its hash is kept):")
+            print(token)
+        elif args.action == "revoke":
+            record = tokens.revoke(path, args.id)
+            print(f"token {record['id']} revoked: its next request is refused (a running server re-reads {path})")
+        else:
+            print(json.dumps(tokens.listed(path), indent=1))
+    except tokens.TokensError as err:
+        return _fail(str(err), EXIT_INPUT)
     return 0
 
 
@@ -475,10 +523,27 @@ def parser() -> argparse.ArgumentParser:
     _add_config_flags(sq, SQL_FLAGS)
     sq.set_defaults(func=cmd_sql)
 
-    m = sub.add_parser("mcp", help="serve the memory tools (schema, entity_lookup, property_search, sql, search) over MCP on stdio")
-    m.add_argument("--conversation", metavar="ID", help="the conversation tools use by default (and the only one `sql` sees)")
-    _add_config_flags(m, (STORE, *SQL_FLAGS[1:]))
+    m = sub.add_parser("mcp", help="serve the memory tools (schema, entity_lookup, property_search, sql, search) over MCP "
+                                   "(stdio, or streamable HTTP with --http)")
+    m.add_argument("--conversation", metavar="ID", help="the conversation tools use by default (and the only one `sql` sees); "
+                                                        "with --http, for the open loopback server only")
+    m.add_argument("--http", metavar="HOST:PORT", help="serve over HTTP at /mcp (health at /health); beyond loopback it needs "
+                                                       "--tokens-file (agent.tokens_file)")
+    _add_config_flags(m, MCP_FLAGS)
     m.set_defaults(func=cmd_mcp)
+
+    tk = sub.add_parser("tokens", help="bearer tokens for `seem mcp --http`, each scoped to conversations (add, revoke, list)")
+    tk_sub = tk.add_subparsers(dest="action", required=True)
+    tk_add = tk_sub.add_parser("add", help="make a token; it is printed once, as the last line")
+    tk_add.add_argument("--conversations", metavar="A,B", help="the conversations it reads (comma-separated)")
+    tk_add.add_argument("--prefix", help="it also reads every conversation whose id starts with this")
+    tk_add.add_argument("--name", help="a note for whom it is")
+    tk_rev = tk_sub.add_parser("revoke", help="remove a token by its id (tok_...)")
+    tk_rev.add_argument("id")
+    tk_list = tk_sub.add_parser("list", help="the tokens' ids, scopes and notes (no hashes)")
+    for action in (tk_add, tk_rev, tk_list):
+        _add_config_flags(action, TOKENS_FLAGS)
+        action.set_defaults(func=cmd_tokens)
 
     a = sub.add_parser("ask", help="answer a question with a tool-using model over the memory tools (--agent)")
     a.add_argument("question")

@@ -1,15 +1,23 @@
-"""`seem mcp`: the memory tools as an MCP server (the ``mcp`` SDK's MCPServer, stdio transport).
+"""`seem mcp`: the memory tools as an MCP server (the ``mcp`` SDK's MCPServer), on stdio or, through
+``http_server.py``, on streamable HTTP.
 
 The tools' input schemas come from the signatures below (the SDK validates every call against
-them); what each does and refuses is in ``tools.MemoryTools``. A refused call is an MCP tool error
-whose text is the one-line reason. Nothing is printed on stdout but the protocol.
+them, and ``RefuseUnknownArguments`` refuses an argument no tool has: a misspelt
+``conversation`` must not be answered from the default conversation as if it had been heard).
+What each tool does and refuses is in ``tools.MemoryTools``. A refused call is an MCP tool error
+whose text is the one-line reason. Calls run side by side in worker threads, at most
+``agent.concurrent_calls`` at once, each answered with an error after ``agent.call_timeout_s``.
+Nothing is printed on stdout but the protocol.
 """
 
 from __future__ import annotations
 
-import threading
-from typing import Annotated
+import functools
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any
 
+import anyio
+from mcp.server.mcpserver import Context  # at module level: the tools' annotations name it
 from pydantic import Field
 
 from seem_dagster.agent.tools import MemoryTools, ToolInputError, as_json
@@ -20,79 +28,153 @@ INSTRUCTIONS = (
     "properties; `property_search` finds property values (as_of: what held on a day); `sql` runs one read-only SELECT. "
     "Properties keep history: valid_to NULL means the value still holds; a superseded value has its end."
 )
-Conversation = Annotated[str | None, Field(description="conversation id (default: the server's, or the store's only one)", max_length=200)]
+Conversation = Annotated[str | None, Field(description="conversation id (default: the server's, or the only one you can read)",
+                                           max_length=200)]
+# Forgetting rebuilds the conversation (a Dagster run): it is not cut off at the call timeout.
+UNTIMED = frozenset({"forget"})
 
 
-def build_server(tools: MemoryTools):
+def unknown_arguments(tool: str, arguments: object, accepted: Mapping[str, frozenset[str]]) -> str | None:
+    """Why a call's arguments are refused (not an object, or names no parameter of the tool has), else None."""
+    if tool not in accepted:
+        return None  # the SDK answers an unknown tool itself
+    if arguments is None:
+        return None
+    if not isinstance(arguments, Mapping):
+        return "arguments must be an object"
+    extra = sorted(str(k)[:40] for k in arguments if k not in accepted[tool])
+    if extra:
+        return f"{tool} has no argument {', '.join(map(repr, extra[:5]))}; it takes: {', '.join(sorted(accepted[tool])) or 'none'}"
+    return None
+
+
+class RefuseUnknownArguments:
+    """MCP middleware: a tools/call whose arguments name a parameter the tool lacks gets a tool error."""
+
+    def __init__(self, server):
+        self.server = server
+        self._accepted: dict[str, frozenset[str]] | None = None
+
+    async def accepted(self) -> dict[str, frozenset[str]]:
+        if self._accepted is None:
+            self._accepted = {t.name: frozenset(t.input_schema.get("properties", {})) for t in await self.server.list_tools()}
+        return self._accepted
+
+    async def __call__(self, ctx, call_next):
+        if ctx.method != "tools/call" or not isinstance(ctx.params, Mapping):
+            return await call_next(ctx)
+        tool = str(ctx.params.get("name"))[:80]
+        why = unknown_arguments(tool, ctx.params.get("arguments"), await self.accepted())
+        if why is not None:
+            return {"content": [{"type": "text", "text": why}], "isError": True}
+        result = await call_next(ctx)
+        if isinstance(result, dict) and result.get("isError") and result.get("content"):
+            first = result["content"][0]
+            if isinstance(first, dict) and "validation error" in first.get("text", "").split("\n")[0]:
+                first["text"] = validation_line(tool, first["text"])
+        return result
+
+
+def validation_line(tool: str, text: str) -> str:
+    """The SDK's report of arguments that fail the input schema (several lines, echoing the input,
+    which may be megabytes) as one line: each argument and what is wrong with it."""
+    lines = text.split("\n")[1:]
+    problems = [f"{field.strip()[:40]}: {message.split(' [type=')[0].strip()}"
+                for field, message in zip(lines, lines[1:]) if field and not field.startswith(" ") and message.startswith("  ")]
+    return f"{tool}: " + ("; ".join(problems) or "the arguments do not fit its input schema")[:500]
+
+
+def build_server(tools: MemoryTools, scope: Callable[[Any], MemoryTools] | None = None):
+    """The MCP server over ``tools``. ``scope(ctx)``: the tools as the caller of one call may see them
+    (the HTTP server's tenant); without it every call uses ``tools``."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
     server = MCPServer("seem-memory", instructions=INSTRUCTIONS, log_level="WARNING")
-    # A client may send calls concurrently; the tools share one DuckDB connection and loaded
-    # indexes, so they run one at a time.
-    one_at_a_time = threading.Lock()
+    server.middleware.append(RefuseUnknownArguments(server))
+    agent = tools.config.agent
+    limiter = anyio.CapacityLimiter(agent.concurrent_calls)
 
-    def call(fn, *args, **kwargs) -> str:
+    async def call(ctx: Context | None, name: str, *args) -> str:
+        scoped = scope(ctx) if scope is not None else tools
+        work = functools.partial(getattr(scoped, name), *args)
         try:
-            with one_at_a_time:
-                return as_json(fn(*args, **kwargs))
+            if name in UNTIMED:
+                result = await anyio.to_thread.run_sync(work, limiter=limiter)
+            else:
+                with anyio.fail_after(agent.call_timeout_s):
+                    # A call past its time is answered now; its thread finishes in the background
+                    # (a search cannot be interrupted, a SQL worker is stopped at sql.timeout_s).
+                    result = await anyio.to_thread.run_sync(work, limiter=limiter, abandon_on_cancel=True)
+        except TimeoutError:
+            raise ToolError(f"{name} took longer than {agent.call_timeout_s:g} s (agent.call_timeout_s) and was answered "
+                            "with this error") from None
         except ToolInputError as err:
             raise ToolError(str(err)) from None
+        return as_json(result)
 
     @server.tool(description="The memory's SQL views and their columns, the property names in use and the limits.")
-    def schema() -> str:
-        return call(tools.schema)
+    async def schema(ctx: Context) -> str:
+        return await call(ctx, "schema")
 
     @server.tool(description="Find an entity (person, place, thing) by a fuzzy name; returns its current and past properties "
                              "with when each held and the turn that said it.")
-    def entity_lookup(name: Annotated[str, Field(description="the name, e.g. 'Mel' or 'support group'", max_length=200)],
-                      conversation_id: Conversation = None) -> str:
-        return call(tools.entity_lookup, name, conversation_id)
+    async def entity_lookup(name: Annotated[str, Field(description="the name, e.g. 'Mel' or 'support group'", max_length=200)],
+                            ctx: Context, conversation_id: Conversation = None) -> str:
+        return await call(ctx, "entity_lookup", name, conversation_id)
 
     @server.tool(description="Search property rows (entity, property, typed value, valid_from, valid_to, said_at, turn) by words, "
                              "entity or property name; as_of keeps what held on that day as known then.")
-    def property_search(query: Annotated[str, Field(description="words to match in entity, property or value", max_length=2000)] = "",
-                        entity: Annotated[str | None, Field(description="only this entity (part of its name)", max_length=200)] = None,
-                        property: Annotated[str | None, Field(description="only this property, e.g. lives_in", max_length=200)] = None,
-                        as_of: Annotated[str | None, Field(description="ISO date: what held that day", max_length=40)] = None,
-                        limit: Annotated[int, Field(ge=1, le=200, description="rows at most")] = 20,
-                        conversation_id: Conversation = None) -> str:
-        return call(tools.property_search, query, entity, property, as_of, limit, conversation_id)
+    async def property_search(ctx: Context,
+                              query: Annotated[str, Field(description="words to match in entity, property or value", max_length=2000)] = "",
+                              entity: Annotated[str | None, Field(description="only this entity (part of its name)", max_length=200)] = None,
+                              property: Annotated[str | None, Field(description="only this property, e.g. lives_in", max_length=200)] = None,
+                              as_of: Annotated[str | None, Field(description="ISO date: what held that day", max_length=40)] = None,
+                              limit: Annotated[int, Field(ge=1, le=200, description="rows at most")] = 20,
+                              conversation_id: Conversation = None) -> str:
+        return await call(ctx, "property_search", query, entity, property, as_of, limit, conversation_id)
 
-    @server.tool(description="Run one read-only SQL SELECT (DuckDB) over the memory's views (see `schema`); rows are capped "
-                             "and slow queries stopped.")
-    def sql(query: Annotated[str, Field(description="one SELECT or WITH ... SELECT statement", max_length=20000)]) -> str:
-        return call(tools.sql, query)
+    @server.tool(description="Run one read-only SQL SELECT (DuckDB) over the memory's views (see `schema`); rows are capped, "
+                             "and a query over its time or memory bound is stopped.")
+    async def sql(query: Annotated[str, Field(description="one SELECT or WITH ... SELECT statement", max_length=20000)],
+                  ctx: Context) -> str:
+        return await call(ctx, "sql", query)
 
     @server.tool(description="SEEM retrieval: the conversation turns that answer a question, ranked, each with the reason it is "
                              "there, plus the seed facts and the histories of the properties those turns state.")
-    def search(question: Annotated[str, Field(description="the question", max_length=2000)],
-               date: Annotated[str | None, Field(description="the question's date (ISO); relative dates resolve against it",
-                                                 max_length=40)] = None,
-               k: Annotated[int, Field(ge=1, le=50, description="turns to return")] = 10,
-               conversation_id: Conversation = None) -> str:
-        return call(tools.search, question, date, k, conversation_id)
+    async def search(question: Annotated[str, Field(description="the question", max_length=2000)], ctx: Context,
+                     date: Annotated[str | None, Field(description="the question's date (ISO); relative dates resolve against it",
+                                                       max_length=40)] = None,
+                     k: Annotated[int, Field(ge=1, le=50, description="turns to return")] = 10,
+                     conversation_id: Conversation = None) -> str:
+        return await call(ctx, "search", question, date, k, conversation_id)
 
-    if tools.config.agent.allow_forget:
+    if agent.allow_forget:
         @server.tool(description="Forget turns of the conversation: from the memory, every cache and older build, and the logs. "
                                  "Name the turns (their source_ref), a session, a speaker or a date before which to forget.")
-        def forget(turns: Annotated[list[Annotated[str, Field(max_length=200)]] | None,
-                                    Field(description="source_refs of the turns", max_length=1000)] = None,
-                   session_id: Annotated[str | None, Field(description="every turn of this session", max_length=200)] = None,
-                   speaker: Annotated[str | None, Field(description="every turn of this speaker", max_length=200)] = None,
-                   before: Annotated[str | None, Field(description="ISO date: the turns said before it", max_length=40)] = None,
-                   conversation_id: Conversation = None) -> str:
-            return call(tools.forget, turns, session_id, speaker, before, conversation_id)
+        async def forget(ctx: Context,
+                         turns: Annotated[list[Annotated[str, Field(max_length=200)]] | None,
+                                          Field(description="source_refs of the turns", max_length=1000)] = None,
+                         session_id: Annotated[str | None, Field(description="every turn of this session", max_length=200)] = None,
+                         speaker: Annotated[str | None, Field(description="every turn of this speaker", max_length=200)] = None,
+                         before: Annotated[str | None, Field(description="ISO date: the turns said before it", max_length=40)] = None,
+                         conversation_id: Conversation = None) -> str:
+            return await call(ctx, "forget", turns, session_id, speaker, before, conversation_id)
 
     return server
 
 
-def serve(tools: MemoryTools) -> None:
+def quiet_libraries() -> None:
     import logging
 
     # stderr is the server's log: keep the libraries' debug chatter out of it.
-    for name in ("bm25s", "sentence_transformers", "httpx"):
+    for name in ("bm25s", "sentence_transformers", "httpx", "httpx2"):
         logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def serve(tools: MemoryTools) -> None:
+    """stdio: one client, the operator's own (every conversation of the store)."""
+    quiet_libraries()
     try:
         build_server(tools).run("stdio")
     finally:

@@ -1,9 +1,10 @@
 """The five tools, over one `Memory`: what an agent may call, each bounded and validated.
 
 Every argument is treated as hostile: strings have length limits, counts have caps, dates must
-parse, conversation ids must have a memory in the store, SQL goes through ``sql.guard`` and a locked
-DuckDB. A refused call raises ``ToolInputError`` with one line the agent can act on, naming no
-conversation but the one it asked for. Reads go through `Memory`, so each call answers from the
+parse, conversation ids must have a memory in the store and be in the caller's scope, SQL goes
+through ``sql.guard`` and runs in a worker process under a memory bound (``sql.pool``). A refused
+call raises ``ToolInputError`` with one line the agent can act on, naming no conversation but the
+one it asked for. Reads go through `Memory`, so each call answers from the
 conversation's memory as published at that moment (a rebuild is seen at the next call).
 """
 
@@ -16,6 +17,7 @@ from datetime import datetime
 
 import polars as pl
 
+from seem_dagster.agent.tokens import Tenant
 from seem_dagster.graph.entities import normalise
 from seem_dagster.memory import InvalidRequest, Memory
 from seem_dagster.properties.as_of import held_on, history_lines
@@ -62,34 +64,63 @@ def _day(value: datetime | None) -> str | None:
 
 
 class MemoryTools:
-    def __init__(self, memory: Memory, conversation_id: str | None = None):
+    """The tools over one `Memory`, as one caller sees them. ``conversation_id``: the conversation a
+    call that names none is about (and the only one `sql` and `schema` see). ``tenant``: a token's
+    scope (`seem mcp --http`); every path (a named id, the default, SQL's views) holds only its
+    conversations, and a conversation outside it is refused with the words used for one that does
+    not exist, so no call tells a tenant what others hold. ``scoped`` gives a caller its own view
+    over the same loaded memory."""
+
+    def __init__(self, memory: Memory, conversation_id: str | None = None, tenant: Tenant | None = None):
         self.memory = memory
         self.store = memory.store
         self.config = memory.config
         self.default = conversation_id
+        self.tenant = tenant
+
+    def scoped(self, tenant: Tenant | None) -> MemoryTools:
+        return self if tenant is None else MemoryTools(self.memory, None, tenant)
 
     def close(self) -> None:
         self.memory.close()
 
     # -- the scope -------------------------------------------------------------------------------
 
+    def visible(self) -> list[str]:
+        """The conversations with a memory this caller may read."""
+        known = self.memory.conversations()
+        return known if self.tenant is None else [c for c in known if self.tenant.may_read(c)]
+
     def conversation(self, conversation_id: str | None) -> str:
-        """The conversation a call is about: the one named (with a memory in the store), else the
-        server's, else the store's only one."""
+        """The conversation a call is about: the one named (with a memory in the store, and in the
+        caller's scope), else the server's, else the only one the caller can read."""
         if conversation_id is None or conversation_id == "":
             if self.default is not None:
                 return self.default
-            known = self.memory.conversations()
+            known = self.visible()
             if len(known) == 1:
                 return known[0]
-            raise ToolInputError(f"name a conversation_id: the store holds {len(known)} conversations")
+            whose = "the store holds" if self.tenant is None else "this token reads"
+            raise ToolInputError(f"name a conversation_id: {whose} {len(known)} conversations")
+        if not isinstance(conversation_id, str):
+            raise ToolInputError("conversation_id must be text")
         try:
             check_conversation_id(conversation_id)
         except InvalidConversationId as err:
             raise ToolInputError(f"conversation_id: {err}") from None
-        if conversation_id not in self.memory.conversations():
+        if (self.tenant is not None and not self.tenant.may_read(conversation_id)) or conversation_id not in self.memory.conversations():
             raise ToolInputError(f"conversation_id {conversation_id[:80]!r} is not in this store")
         return conversation_id
+
+    def _sql_scope(self) -> str | list[str] | None:
+        if self.default is not None:
+            return self.default
+        if self.tenant is None:
+            return None  # the operator's own server: every conversation
+        known = self.visible()
+        if not known:
+            raise ToolInputError("none of this token's conversations has a memory yet")
+        return known
 
     def index(self, conversation_id: str | None) -> MemoryIndex:
         cid = self.conversation(conversation_id)
@@ -100,7 +131,7 @@ class MemoryTools:
 
     def _sql(self, query: str) -> dict:
         try:
-            return as_records(self.memory.sql(query, self.default))
+            return as_records(self.memory.sql(query, self._sql_scope()))
         except SqlRefused as err:
             raise ToolInputError(str(err)) from None
         except (SnapshotError, InvalidRequest) as err:
@@ -111,7 +142,7 @@ class MemoryTools:
     def schema(self) -> dict:
         """The SQL views and columns, the property names in use (with counts), and the limits."""
         try:
-            description = self.memory.sql_schema(self.default)
+            description = self.memory.sql_schema(self._sql_scope())
         except (SnapshotError, InvalidRequest) as err:
             raise ToolInputError(str(err)) from None
         description.pop("skipped", None)
@@ -203,7 +234,7 @@ class MemoryTools:
             raise ToolInputError(f"date {date[:40]!r} is not an ISO date (YYYY-MM-DD)") from None
         cid = self.conversation(conversation_id)
         try:
-            recall = self.memory.query(cid, question, k=k, date=when, answer=False)
+            recall = self.memory.query(cid, question, k=k, date=when, answer=False, context=False)  # no context to render
             index = self.memory.index(cid)
         except (SnapshotError, InvalidRequest) as err:
             raise ToolInputError(str(err)) from None

@@ -1,0 +1,264 @@
+"""`seem mcp --http HOST:PORT`: the memory tools over MCP's streamable HTTP transport, for many agents.
+
+- ``/mcp``: the MCP endpoint (stateless: each POST is one JSON-RPC message answered in JSON, so any
+  number of clients and server restarts need no session affinity). ``/health``: 200 while serving,
+  503 while stopping; it says nothing of the store.
+- Tenants: with ``agent.tokens_file``, every request to ``/mcp`` needs ``Authorization: Bearer
+  <token>``; a missing, unknown or revoked token gets 401 before the MCP layer reads the body. The
+  token's scope (``tokens.Tenant``) is put on the request and every tool call reads through it
+  (``MemoryTools.scoped``). The file is re-read when it changes. Without a tokens file the server
+  binds only to loopback, and every caller sees every conversation (the operator's own use).
+- Bounds: the request body (``agent.max_request_bytes``, the SDK answers 413), the calls run at
+  once (``agent.concurrent_calls``) and each call's time (``agent.call_timeout_s``); SQL runs in
+  worker processes under ``sql.memory_limit_mb`` (``sql/pool.py``).
+- SIGTERM or SIGINT: the listening socket closes, new requests on open connections get 503, calls
+  in flight finish (up to ``GRACE_S``), then the process exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import ipaddress
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+from seem_dagster.agent.mcp_server import build_server, quiet_libraries
+from seem_dagster.agent.tokens import TokensFile
+from seem_dagster.agent.tools import MemoryTools, ToolInputError
+
+TENANT = "seem.tenant"  # the ASGI scope key the bearer check fills (a client cannot set scope keys)
+OPEN = object()  # no tokens file: the loopback operator, every conversation
+GRACE_S = 60  # calls in flight at a stop get this long to finish
+
+
+class ServeError(ValueError):
+    """The server cannot start as asked: one line."""
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``:PORT`` (loopback) or ``[v6]:PORT``; port 0 picks a free one."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ServeError(f"--http {text!r}: expected HOST:PORT, for example 127.0.0.1:8765")
+    host = host.strip("[]") or "127.0.0.1"
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _bearer(scope) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key == b"authorization":
+            kind, _, token = value.decode("latin-1").partition(" ")
+            return token.strip() if kind.lower() == "bearer" else None
+    return None
+
+
+async def _answer(send, status: int, body: dict, headers: list | None = None) -> None:
+    payload = json.dumps(body).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
+                            *(headers or [])]})
+    await send({"type": "http.response.body", "body": payload})
+
+
+class Gate:
+    """The ASGI app in front of the MCP app: health, draining, and the bearer check."""
+
+    def __init__(self, inner, tokens: TokensFile | None):
+        self.inner = inner
+        self.tokens = tokens
+        self.draining = False
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":  # lifespan: the MCP app's session manager starts and stops with it
+            return await self.inner(scope, receive, send)
+        if scope["path"] == "/health":
+            if self.draining:
+                return await _answer(send, 503, {"status": "stopping"})
+            return await _answer(send, 200, {"status": "ok"})
+        if self.draining:
+            return await _answer(send, 503, {"error": "the server is stopping"}, [(b"connection", b"close")])
+        if self.tokens is None:
+            scope[TENANT] = OPEN
+        else:
+            tenant = self.tokens.tenant(_bearer(scope))
+            if tenant is None:
+                return await _answer(send, 401, {"error": "a valid bearer token is required"},
+                                     [(b"www-authenticate", b'Bearer realm="seem-memory"')])
+            scope[TENANT] = tenant
+        return await self.inner(scope, receive, send)
+
+
+def tenant_scope(tools: MemoryTools):
+    """The tools one call may use: its request's tenant's view (a call without one is refused)."""
+
+    def scope(ctx) -> MemoryTools:
+        try:
+            request = ctx.request_context.request
+        except (AttributeError, ValueError):
+            request = None
+        tenant = request.scope.get(TENANT) if request is not None else None
+        if tenant is None:
+            raise ToolInputError("this call carries no verified token")
+        return tools if tenant is OPEN else tools.scoped(tenant)
+
+    return scope
+
+
+def build_app(tools: MemoryTools, tokens: TokensFile | None, host: str = "127.0.0.1") -> Gate:
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    server = build_server(tools, scope=tenant_scope(tools))
+    agent = tools.config.agent
+    # DNS-rebinding protection checks Host against the bound address; behind a proxy or on a
+    # public address the bearer token is what guards the memory.
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    inner = server.streamable_http_app(stateless_http=True, json_response=True, max_request_body_size=agent.max_request_bytes,
+                                       transport_security=security, host=host)
+    return Gate(inner, tokens)
+
+
+def open_tokens(tools: MemoryTools, host: str) -> TokensFile | None:
+    path = tools.config.agent.tokens_file
+    if path is None:
+        if not is_loopback(host):
+            raise ServeError(f"--http {host}: serving beyond loopback needs tenants: set agent.tokens_file "
+                             "(`seem tokens add --tokens-file F --conversations ...` makes one)")
+        return None
+    return TokensFile(path)
+
+
+def serve_http(tools: MemoryTools, address: str) -> None:
+    """Serve until SIGTERM or SIGINT. Prints ``seem mcp: serving http://HOST:PORT/mcp`` on stderr
+    once listening (with the port chosen when 0 was asked). ``agent.http_processes`` processes share
+    the port: this one and its children, each with its own loaded memory; a stop
+    signal here is passed on to them, and each lets its calls in flight finish."""
+    quiet_libraries()
+    host, port = parse_address(address)
+    tokens = open_tokens(tools, host)
+    sock = _listen(host, port, address)
+    children = [_spawn(sock, tools, host) for _ in range(tools.config.agent.http_processes - 1)]
+
+    def stop_children():
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+
+    bound = sock.getsockname()
+    shown = f"[{bound[0]}]" if sock.family == socket.AF_INET6 else bound[0]
+    scope = f"{len(tokens)} tokens from {tokens.path}" if tokens is not None else "no tokens file: every conversation, loopback only"
+    print(f"seem mcp: serving http://{shown}:{bound[1]}/mcp ({scope}; {len(children) + 1} processes)", file=sys.stderr, flush=True)
+    try:
+        _run(tools, tokens, host, sock, stop_children)
+    finally:
+        stop_children()
+        for child in children:
+            try:
+                child.wait(timeout=GRACE_S + 10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        sock.close()
+        tools.close()
+
+
+def _listen(host: str, port: int, address: str) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Each process listens on its own socket bound to the same port, and the kernel spreads new
+    # connections across them; with one shared socket the least busy process tends to accept every
+    # connection (clients keep theirs open), and one process uses one core.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as err:
+        sock.close()
+        raise ServeError(f"--http {address}: cannot listen there ({err.strerror})") from None
+    sock.listen(256)  # connections queue from here while the processes start
+    return sock
+
+
+def _run(tools: MemoryTools, tokens: TokensFile | None, host: str, sock: socket.socket, on_stop=None) -> None:
+    """One process's server on its socket (bound to the shared port), until a stop signal."""
+    import uvicorn
+
+    tools.memory.warm()  # the models load before the first caller, not during its call
+    # What is loaded by now (the models, the libraries) lives as long as the process: frozen, the
+    # collector no longer walks it, and its full collections stop pausing calls for 100-250 ms.
+    gc.collect()
+    gc.freeze()
+    gate = build_app(tools, tokens, host)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame):  # new requests are refused from the first signal on
+            gate.draining = True
+            if on_stop is not None:
+                on_stop()
+            super().handle_exit(sig, frame)
+
+        @contextlib.contextmanager
+        def capture_signals(self):
+            # uvicorn re-raises the signal after its graceful stop; a stop asked for is a clean exit here.
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    config = uvicorn.Config(gate, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=GRACE_S)
+    Server(config).run(sockets=[sock])
+
+
+# ---- the other processes ------------------------------------------------------------------------
+
+CHILD = "SEEM_MCP_HTTP_CHILD"  # the environment variable that hands a child its address and settings
+
+
+def _spawn(sock: socket.socket, tools: MemoryTools, host: str) -> subprocess.Popen:
+    """A fresh interpreter (not a fork: the parent's threads and loaded libraries stay behind) that
+    serves on the same port with the same settings."""
+    spec = {"port": sock.getsockname()[1], "host": host, "conversation": tools.default, "config": tools.config.model_dump(mode="json")}
+    return subprocess.Popen([sys.executable, "-m", "seem_dagster.agent.http_server"], env={**os.environ, CHILD: json.dumps(spec)},
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+
+
+def _die_with_parent() -> None:
+    """Linux: this process gets SIGTERM when its parent ends, so a killed server leaves no children."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def child_main() -> None:
+    from seem_dagster.memory import Memory
+
+    spec = json.loads(os.environ.pop(CHILD))
+    _die_with_parent()
+    quiet_libraries()
+    tools = MemoryTools(Memory.open(config=spec["config"]), spec["conversation"])
+    path = tools.config.agent.tokens_file
+    sock = _listen(spec["host"], spec["port"], f"{spec['host']}:{spec['port']}")
+    try:
+        _run(tools, TokensFile(path) if path is not None else None, spec["host"], sock)
+    finally:
+        sock.close()
+        tools.close()
+
+
+if __name__ == "__main__":
+    child_main()
