@@ -148,7 +148,7 @@ def served(store, tmp_path_factory):
     tokens = tmp_path_factory.mktemp("tokens") / "tokens.json"
     alice = _tokens(tokens, "add", "--conversations", "alice", "--name", "alice's agent")
     bob = _tokens(tokens, "add", "--prefix", "bob-")
-    server = Server(store, "--tokens-file", str(tokens), "--set", "sql.memory_limit_mb=256")
+    server = Server(store, "--tokens-file", str(tokens), "--set", "sql.memory_limit_mb=256", "--set", "agent.allow_forget=true")
     yield server, tokens, alice, bob
     assert server.stop() == 0
 
@@ -205,6 +205,16 @@ def test_a_prefix_token_reads_every_conversation_under_it_and_must_name_one(serv
     assert unnamed[0] and "this token reads 2 conversations" in unnamed[1] and "alice" not in unnamed[1]
     assert not named[0] and "Pixel" in named[1] and other[0] and "Leeds" not in other[1]
     assert json.loads(sql[1])["rows"] == [{"conversation_id": "bob-1"}, {"conversation_id": "bob-2"}]
+
+
+def test_forget_is_scoped_to_the_tokens_conversations_like_every_tool(served):
+    server, _, alice, bob = served
+    (other,) = calls(server.url, alice, ("forget", {"turns": ["m0"], "conversation_id": "bob-1"}))
+    (unnamed,) = calls(server.url, bob, ("forget", {"turns": ["m0"]}))
+    assert other == (True, "Error executing tool forget: conversation_id 'bob-1' is not in this store")
+    assert unnamed[0] and "this token reads 2 conversations" in unnamed[1]
+    (kept,) = calls(server.url, bob, ("sql", {"query": "SELECT count(*) AS n FROM passages WHERE text LIKE '%zeppelin%'"}))
+    assert json.loads(kept[1])["rows"] == [{"n": 2}]
 
 
 def test_an_unknown_argument_is_refused_not_ignored(served):
