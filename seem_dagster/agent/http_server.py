@@ -27,6 +27,8 @@ import socket
 import subprocess
 import sys
 
+from threadpoolctl import threadpool_limits
+
 from seem_dagster.agent.mcp_server import build_server, quiet_libraries
 from seem_dagster.agent.tokens import TokensFile
 from seem_dagster.agent.tools import MemoryTools, ToolInputError
@@ -150,6 +152,7 @@ def serve_http(tools: MemoryTools, address: str) -> None:
     host, port = parse_address(address)
     tokens = open_tokens(tools, host)
     sock = _listen(host, port, address)
+    _prepare(tools)  # before the line that says it serves (and before a stop signal means a graceful stop)
     children = [_spawn(sock, tools, host) for _ in range(tools.config.agent.http_processes - 1)]
 
     def stop_children():
@@ -191,15 +194,22 @@ def _listen(host: str, port: int, address: str) -> socket.socket:
     return sock
 
 
-def _run(tools: MemoryTools, tokens: TokensFile | None, host: str, sock: socket.socket, on_stop=None) -> None:
-    """One process's server on its socket (bound to the shared port), until a stop signal."""
-    import uvicorn
-
+def _prepare(tools: MemoryTools) -> None:
+    """Before a process takes calls."""
     tools.memory.warm()  # the models load before the first caller, not during its call
+    # Calls run side by side in threads, one core's worth each: BLAS threads of their own would
+    # only contend with the other calls for the same cores.
+    threadpool_limits(1)
     # What is loaded by now (the models, the libraries) lives as long as the process: frozen, the
     # collector no longer walks it, and its full collections stop pausing calls for 100-250 ms.
     gc.collect()
     gc.freeze()
+
+
+def _run(tools: MemoryTools, tokens: TokensFile | None, host: str, sock: socket.socket, on_stop=None) -> None:
+    """One process's server on its socket (bound to the shared port), until a stop signal."""
+    import uvicorn
+
     gate = build_app(tools, tokens, host)
 
     class Server(uvicorn.Server):
@@ -252,6 +262,7 @@ def child_main() -> None:
     quiet_libraries()
     tools = MemoryTools(Memory.open(config=spec["config"]), spec["conversation"])
     path = tools.config.agent.tokens_file
+    _prepare(tools)
     sock = _listen(spec["host"], spec["port"], f"{spec['host']}:{spec['port']}")
     try:
         _run(tools, TokensFile(path) if path is not None else None, spec["host"], sock)
