@@ -152,20 +152,25 @@ def serve_http(tools: MemoryTools, address: str) -> None:
     host, port = parse_address(address)
     tokens = open_tokens(tools, host)
     sock = _listen(host, port, address)
-    _prepare(tools)  # before the line that says it serves (and before a stop signal means a graceful stop)
-    children = [_spawn(sock, tools, host) for _ in range(tools.config.agent.http_processes - 1)]
+    children: list[subprocess.Popen] = []
 
     def stop_children():
         for child in children:
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
 
-    bound = sock.getsockname()
-    shown = f"[{bound[0]}]" if sock.family == socket.AF_INET6 else bound[0]
-    scope = f"{len(tokens)} tokens from {tokens.path}" if tokens is not None else "no tokens file: every conversation, loopback only"
-    print(f"seem mcp: serving http://{shown}:{bound[1]}/mcp ({scope}; {len(children) + 1} processes)", file=sys.stderr, flush=True)
     try:
-        _run(tools, tokens, host, sock, stop_children)
+        children += [_spawn(sock, tools, host) for _ in range(tools.config.agent.http_processes - 1)]
+        _prepare(tools)  # meanwhile the children prepare; all before the line that says the server serves
+        # Until a child listens, every connection goes to this process's socket and stays there (clients
+        # keep theirs open), leaving the child cold: the line below waits for each child's word.
+        ready = sum(_ready(child) for child in children) + 1
+        server = _server(build_app(tools, tokens, host), stop_children)
+        bound = sock.getsockname()
+        shown = f"[{bound[0]}]" if sock.family == socket.AF_INET6 else bound[0]
+        scope = f"{len(tokens)} tokens from {tokens.path}" if tokens is not None else "no tokens file: every conversation, loopback only"
+        print(f"seem mcp: serving http://{shown}:{bound[1]}/mcp ({scope}; {ready} processes)", file=sys.stderr, flush=True)
+        server.run(sockets=[sock])
     finally:
         stop_children()
         for child in children:
@@ -206,11 +211,10 @@ def _prepare(tools: MemoryTools) -> None:
     gc.freeze()
 
 
-def _run(tools: MemoryTools, tokens: TokensFile | None, host: str, sock: socket.socket, on_stop=None) -> None:
-    """One process's server on its socket (bound to the shared port), until a stop signal."""
+def _server(gate: Gate, on_stop=None):
+    """The uvicorn server for one process. SIGTERM and SIGINT are taken from here on (not only once it
+    runs): a stop signal at any moment after this is a graceful stop."""
     import uvicorn
-
-    gate = build_app(tools, tokens, host)
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig, frame):  # new requests are refused from the first signal on
@@ -221,8 +225,8 @@ def _run(tools: MemoryTools, tokens: TokensFile | None, host: str, sock: socket.
 
         @contextlib.contextmanager
         def capture_signals(self):
-            # uvicorn re-raises the signal after its graceful stop; a stop asked for is a clean exit here.
-            previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            # Installed at construction; uvicorn's own would re-raise the signal after its graceful
+            # stop, where a stop asked for is a clean exit here.
             try:
                 yield
             finally:
@@ -230,7 +234,9 @@ def _run(tools: MemoryTools, tokens: TokensFile | None, host: str, sock: socket.
                     signal.signal(sig, handler)
 
     config = uvicorn.Config(gate, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=GRACE_S)
-    Server(config).run(sockets=[sock])
+    server = Server(config)
+    previous = {sig: signal.signal(sig, server.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+    return server
 
 
 # ---- the other processes ------------------------------------------------------------------------
@@ -243,7 +249,27 @@ def _spawn(sock: socket.socket, tools: MemoryTools, host: str) -> subprocess.Pop
     serves on the same port with the same settings."""
     spec = {"port": sock.getsockname()[1], "host": host, "conversation": tools.default, "config": tools.config.model_dump(mode="json")}
     return subprocess.Popen([sys.executable, "-m", "seem_dagster.agent.http_server"], env={**os.environ, CHILD: json.dumps(spec)},
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+
+
+READY = b"listening\n"  # a child's one line on its stdout, once its socket listens
+START_S = 300  # a child that says nothing for this long is left out
+
+
+def _ready(child: subprocess.Popen) -> bool:
+    """Whether the child listens (it says so on its stdout); one that died or is silent is left out
+    and named on stderr, and the server carries on with the others."""
+    import select
+
+    said = child.stdout.readline() if select.select([child.stdout], [], [], START_S)[0] else b""
+    child.stdout.close()
+    if said == READY:
+        return True
+    print(f"seem mcp: server process {child.pid} did not start ({'exit ' + str(child.poll()) if child.poll() is not None else 'silent'}); "
+          "serving without it", file=sys.stderr, flush=True)
+    if child.poll() is None:
+        child.kill()
+    return False
 
 
 def _die_with_parent() -> None:
@@ -263,9 +289,12 @@ def child_main() -> None:
     tools = MemoryTools(Memory.open(config=spec["config"]), spec["conversation"])
     path = tools.config.agent.tokens_file
     _prepare(tools)
+    server = _server(build_app(tools, TokensFile(path) if path is not None else None, spec["host"]))
     sock = _listen(spec["host"], spec["port"], f"{spec['host']}:{spec['port']}")
+    os.write(1, READY)  # to the parent, which says the server serves once every process does
+    os.dup2(2, 1)  # nothing else goes to the parent's pipe
     try:
-        _run(tools, TokensFile(path) if path is not None else None, spec["host"], sock)
+        server.run(sockets=[sock])
     finally:
         sock.close()
         tools.close()
