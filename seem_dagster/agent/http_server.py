@@ -11,8 +11,11 @@
 - Bounds: the request body (``agent.max_request_bytes``, the SDK answers 413), the calls run at
   once (``agent.concurrent_calls``) and each call's time (``agent.call_timeout_s``); SQL runs in
   worker processes under ``sql.memory_limit_mb`` (``sql/pool.py``).
-- SIGTERM or SIGINT: the listening socket closes, new requests on open connections get 503, calls
-  in flight finish (up to ``GRACE_S``), then the process exits.
+- Processes: ``agent.http_processes`` of them, each with its own socket on the port
+  (``SO_REUSEPORT``) and its own loaded models; the first starts the others and says it serves only
+  once every one listens.
+- SIGTERM or SIGINT: the listening sockets close, new requests on open connections get 503, calls
+  in flight finish (up to ``GRACE_S``), then the processes exit.
 """
 
 from __future__ import annotations
