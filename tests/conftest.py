@@ -3,6 +3,7 @@ import subprocess
 import sys
 import threading
 import time
+import typing
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,22 @@ class MemoryReader(threading.Thread):
     def __exit__(self, *exc) -> None:
         self.stopped.set()
         self.join(timeout=self.join_timeout)
+
+
+def other_value(annotation, default):
+    """A valid value other than ``default`` for a setting of this type (the default itself where a
+    choice has no other option)."""
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is typing.Literal:
+        return next((a for a in args if a != default), default)
+    if isinstance(default, bool):
+        return not default
+    if isinstance(default, int):
+        return default + 1
+    if isinstance(default, float):
+        return round(default / 2, 4) if default else 0.25
+    if isinstance(default, tuple):
+        return default[:1]
+    if default is None:
+        return "tokens.json" if str in args else ("user",)
+    return default + "-x" if default else "x"

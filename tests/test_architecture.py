@@ -7,7 +7,7 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
-from conftest import ROOT
+from conftest import ROOT, other_value
 
 PACKAGE = ROOT / "seem_dagster"
 # Parts that must stay free of Dagster: the configuration, ingestion, the method, retrieval, the
@@ -117,22 +117,6 @@ def test_every_memory_table_has_a_schema_check_a_view_and_a_line_in_the_store_do
     assert set(MEMORY_TABLES + QUERY_TABLES) <= assets
 
 
-def _another(value, annotation):
-    """A valid value of a setting other than ``value``, or None where none is made here."""
-    import typing
-
-    options = typing.get_args(annotation) if typing.get_origin(annotation) is typing.Literal else ()
-    if options:
-        return next((o for o in options if o != value), None)
-    if isinstance(value, bool):
-        return not value
-    if isinstance(value, int):
-        return value + 1
-    if isinstance(value, float):
-        return value / 2 if value else 0.25
-    return None
-
-
 def test_a_setting_that_shapes_a_memory_is_in_its_stages_record():
     """docs/architecture.md, "Add a setting": changing any setting of a section that shapes a memory
     or a query's result changes some stage's record (so a stale memory rebuilds), unless
@@ -155,8 +139,8 @@ def test_a_setting_that_shapes_a_memory_is_in_its_stages_record():
             key = f"{section}.{name}"
             if key in ("extraction.extractor", "extraction.embedder"):
                 continue  # recorded by name; another value loads another model
-            value = _another(getattr(part, name), field.annotation)
-            if value is None:
+            value = other_value(field.annotation, getattr(part, name))
+            if value == getattr(part, name):
                 continue
             tried += 1
             changed = base.model_copy(update={section: part.model_copy(update={name: value})})

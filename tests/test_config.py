@@ -4,11 +4,11 @@ run config) reaching every setting, and a clear error for an unknown key or a wr
 from __future__ import annotations
 
 import json
-import typing
 
 import pytest
 from dagster import build_resources
 
+from conftest import other_value
 from seem_dagster.cli import main
 from seem_dagster.config import SETTINGS, ConfigError, Layer, SeemConfig, assignments_layer, resolve, resolve_standard
 from seem_dagster.config.resolve import env_key
@@ -16,22 +16,7 @@ from seem_dagster.defs.resources import NOT_PER_RUN, run_config_schema, seem_res
 
 
 def _other_value(setting):
-    """A valid value other than the default, for any setting of the tree."""
-    annotation, default = setting.annotation, setting.default
-    args = typing.get_args(annotation)
-    if typing.get_origin(annotation) is typing.Literal:
-        return next((a for a in args if a != default), default)
-    if isinstance(default, bool):
-        return not default
-    if isinstance(default, int):
-        return default + 1
-    if isinstance(default, float):
-        return round(default / 2, 4) if default else 0.25
-    if isinstance(default, tuple):
-        return default[:1]
-    if default is None:
-        return "tokens.json" if str in args else ("user",)
-    return default + "-x" if default else "x"
+    return other_value(setting.annotation, setting.default)
 
 
 def _text(value) -> str:

@@ -152,7 +152,9 @@ BOMBS = [
 def test_memory_bombs_fail_alone_with_one_line_in_a_bounded_worker_and_the_next_query_answers(sample_store):
     from seem_dagster import Memory
 
-    with Memory.open(sample_store, sql={"memory_limit_mb": 256}) as memory:
+    with Memory.open(sample_store, sql={"memory_limit_mb": 256, "max_result_mb": 1}) as memory:
+        with pytest.raises(SqlRefused, match=r"^the result is 1.9 MB, over the limit of 1 MB \(sql.max_result_mb\)"):
+            memory.sql("SELECT repeat('x', 2000000) AS s")
         for query in BOMBS:
             with pytest.raises(SqlRefused, match=r"^the query needs more memory than its bound of 256 MB \(sql.memory_limit_mb\)"):
                 memory.sql(query)

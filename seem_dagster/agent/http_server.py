@@ -25,6 +25,7 @@ import gc
 import ipaddress
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -262,8 +263,6 @@ START_S = 300  # a child that says nothing for this long is left out
 def _ready(child: subprocess.Popen) -> bool:
     """Whether the child listens (it says so on its stdout); one that died or is silent is left out
     and named on stderr, and the server carries on with the others."""
-    import select
-
     said = child.stdout.readline() if select.select([child.stdout], [], [], START_S)[0] else b""
     child.stdout.close()
     if said == READY:

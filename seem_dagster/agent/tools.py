@@ -102,8 +102,6 @@ class MemoryTools:
                 return known[0]
             whose = "the store holds" if self.tenant is None else "this token reads"
             raise ToolInputError(f"name a conversation_id: {whose} {len(known)} conversations")
-        if not isinstance(conversation_id, str):
-            raise ToolInputError("conversation_id must be text")
         try:
             check_conversation_id(conversation_id)
         except InvalidConversationId as err:

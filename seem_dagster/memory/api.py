@@ -307,7 +307,7 @@ class Memory:
             if self._sql_pool is None:
                 from seem_dagster.sql.pool import SqlPool
 
-                self._sql_pool = SqlPool(self.config.sql, self.config.sql.max_result_mb)
+                self._sql_pool = SqlPool(self.config.sql)
             return self._sql_pool
 
     # ---- writing --------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ memory bound reached outside DuckDB's reach) is replaced: the next query gets a 
 from __future__ import annotations
 
 import os
+import pickle
 import select
 import subprocess
 import sys
@@ -38,8 +39,6 @@ class Worker:
                                      stdout=subprocess.PIPE, stderr=None, close_fds=True)
 
     def call(self, request: dict, deadline: float) -> dict:
-        import pickle
-
         try:
             write_message(self.proc.stdin, request)
         except (BrokenPipeError, OSError):
@@ -75,9 +74,8 @@ class Worker:
 
 
 class SqlPool:
-    def __init__(self, config: SqlConfig, max_result_mb: int):
+    def __init__(self, config: SqlConfig):
         self.config = config
-        self.max_result_bytes = max_result_mb * 2**20
         self._idle: list[Worker] = []
         self._started = 0
         self._closed = False
@@ -85,7 +83,7 @@ class SqlPool:
 
     def query(self, store: str, conversations, key, sql: str) -> SqlResult:
         reply = self._call({"op": "query", "store": store, "conversations": conversations, "key": key, "sql": sql,
-                            "config": self.config.model_dump(), "max_result_bytes": self.max_result_bytes})
+                            "config": self.config.model_dump()})
         return SqlResult(pl.from_arrow(reply["table"]), reply["types"], reply["truncated"], reply["seconds"], reply["skipped"])
 
     def describe(self, store: str, conversations, key) -> dict:

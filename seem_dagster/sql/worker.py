@@ -106,8 +106,8 @@ def handle(request: dict, views: Views) -> dict:
         except MemoryError:
             raise SqlRefused(_over(config)) from None
         table = result.frame.to_arrow()
-    if table.nbytes > request["max_result_bytes"]:
-        raise SqlRefused(f"the result is {table.nbytes / 2**20:.1f} MB, over the limit of {request['max_result_bytes'] / 2**20:g} MB "
+    if table.nbytes > config.max_result_mb * 2**20:
+        raise SqlRefused(f"the result is {table.nbytes / 2**20:.1f} MB, over the limit of {config.max_result_mb} MB "
                          "(sql.max_result_mb): select fewer rows or shorter values")
     return {"table": table, "types": result.types, "truncated": result.truncated, "seconds": result.seconds,
             "skipped": result.skipped}
