@@ -46,6 +46,20 @@ def test_a_fact_knows_where_its_passage_says_it(sample):
     assert spans and all(0 <= start < end <= length for start, end, length in spans)
 
 
+def test_a_discourse_marker_is_no_fact_and_a_typed_date_is_a_date():
+    """"By the way" is not where the speaker got; "on 2/8" dates what was done then."""
+    said = datetime(2023, 3, 3, 15, 10)
+    texts = ["Do you have any recommendations? By the way, I took my niece to the Natural History Museum on 2/8 and she "
+             "loved it!", "Of course, I moved to Lisbon in fact."]
+    results = backends.extractor().extract([PassageInput(passage_id=f"p{i}", conversation_id="c", speaker="Ana", text=t,
+                                                         timestamp=said) for i, t in enumerate(texts)])
+    facts = [(f.subject, f.relation, f.object, f.time) for r in results for f in r.facts]
+    assert ("Ana", "take", "my niece", "2023-02-08") in facts
+    assert ("Ana", "move to", "Lisbon", None) in facts
+    assert not [f for f in facts if f[2].lower() in ("way", "course", "fact")], facts
+    assert not [e.manner for r in results for e in r.events if e.manner and "way" in e.manner]
+
+
 def test_cause_location_and_future_dates(sample):
     results, by_ref, _, _ = sample
     pottery = results[by_ref["s1-10"]]

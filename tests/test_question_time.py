@@ -35,6 +35,7 @@ SAT = datetime(2023, 3, 11, 15, 47)  # a Saturday
     ("How many books have I read this year?", SAT, date(2023, 1, 1), date(2023, 3, 11)),
     ("Where did I travel between June and August?", datetime(2023, 10, 1), date(2023, 6, 1), date(2023, 8, 31)),
     ("What did I start in late January?", SAT, date(2023, 1, 21), date(2023, 1, 31)),
+    ("Which museum did I visit on 2/8?", SAT, date(2023, 2, 8), date(2023, 2, 8)),
 ])
 def test_each_expression_kind_resolves_to_its_window(question, asked, first, last):
     window = question_window(question, asked)

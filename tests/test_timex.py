@@ -41,6 +41,11 @@ CASES = [
     ("the 20th of October", SATURDAY, "future", "2024-10-20"),
     ("May 2023", MONDAY, "past", "2023-05-01/2023-05-31"),
     ("in 2022", MONDAY, "past", "2022-01-01/2022-12-31"),
+    ("on 2/8", MONDAY, "past", "2023-02-08"),  # month first, the last such day before the session
+    ("on 12/25", MONDAY, "past", "2022-12-25"),
+    ("since 3/1/2024", MONDAY, "past", "2024-03-01"),
+    ("4/3/23", SATURDAY, "past", "2023-04-03"),  # two digits: the century nearest the session's year
+    ("2/29/24", MONDAY, "past", "2024-02-29"),
 ]
 
 
@@ -49,6 +54,16 @@ def test_relative_expression_resolves_to_iso(expression, base, prefer, expected)
     resolved = resolve(expression, base, prefer=prefer)
     assert resolved is not None and resolved.iso == expected
     assert resolved.text == expression  # the original words are kept
+
+
+def test_a_numeric_date_is_found_only_where_it_can_be_one():
+    from seem_dagster.episodic.extraction.timex import RELATIVE_PATTERN
+
+    found = lambda text: [m.group(0) for m in RELATIVE_PATTERN.finditer(text)]  # noqa: E731
+    assert found("I took my niece to the museum on 2/8 and she loved it") == ["on 2/8"]
+    assert found("We met 12/25/2022 at noon") == ["12/25/2022"]
+    assert found("Add 1/2 cup of sugar and 3/4 of the flour") == []  # a fraction, no preposition, no year
+    assert found("on 13/45") == [] and resolve("2/29/23", MONDAY) is None  # no such month, no such day
 
 
 @pytest.mark.parametrize("duration", ["seven months", "three weeks", "a while", "recently", "an hour"])

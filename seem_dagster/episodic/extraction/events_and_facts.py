@@ -30,6 +30,11 @@ WH_TAGS = {"WP", "WDT", "WRB"}
 # Light verbs and fillers that make no event on their own ("I think", "you know").
 SKIP_LEMMAS = {"think", "know", "guess", "mean", "hope", "wish", "bet", "say", "see"}
 MAX_PHRASE_TOKENS = 8
+# Prepositional phrases that mark the discourse, not an argument of the verb: "By the way, I got back
+# into art" is no fact (I; get by; way), and the sentence's time belongs to what follows.
+DISCOURSE_MARKERS = {("by", "way"), ("in", "fact"), ("of", "course"), ("for", "example"), ("for", "instance"),
+                     ("at", "least"), ("in", "general"), ("after", "all"), ("in", "particular"), ("in", "addition"),
+                     ("at", "all")}
 
 
 def other_speaker(inp: PassageInput) -> str | None:
@@ -106,6 +111,15 @@ def _in_clause(t, head) -> bool:
     return False
 
 
+def _prep_objects(verb, preps: tuple[str, ...] | None = None):
+    """(preposition, its object) of each prepositional phrase of ``verb`` (those of ``preps`` only,
+    when given), discourse markers left out."""
+    for prep in (c for c in verb.children if c.dep_ == "prep" and (preps is None or c.lower_ in preps)):
+        pobj = next((c for c in prep.children if c.dep_ == "pobj"), None)
+        if pobj is not None and (prep.lower_, pobj.lower_) not in DISCOURSE_MARKERS:
+            yield prep, pobj
+
+
 def _resolve_person(token, inp: PassageInput, other: str | None) -> str | None:
     low = token.lower_
     if low in FIRST_PERSON or low in FIRST_POSSESSIVE:
@@ -172,10 +186,8 @@ def _object(verb):
     obj = next((c for c in verb.children if c.dep_ in OBJECT_DEPS and c.tag_ not in WH_TAGS), None)
     if obj is not None:
         return "", obj
-    for prep in (c for c in verb.children if c.dep_ == "prep"):
-        pobj = next((c for c in prep.children if c.dep_ == "pobj"), None)
-        if pobj is not None:
-            return prep.lower_, pobj
+    for prep, pobj in _prep_objects(verb):
+        return prep.lower_, pobj
     xcomp = next((c for c in verb.children if c.dep_ == "xcomp"), None)
     if xcomp is not None:
         inner = _object(xcomp)
@@ -210,9 +222,8 @@ def _cause(verb) -> str | None:
 
 def _manner(verb) -> str | None:
     parts = [c.text for c in verb.children if c.dep_ == "advmod" and c.tag_ == "RB" and c.lower_.endswith("ly")]
-    for prep in (c for c in verb.children if c.dep_ == "prep" and c.lower_ in ("by", "with")):
-        pobj = next((c for c in prep.children if c.dep_ == "pobj"), None)
-        if pobj is not None and pobj.ent_type_ != "PERSON" and pobj.pos_ != "PRON":
+    for prep, pobj in _prep_objects(verb, ("by", "with")):
+        if pobj.ent_type_ != "PERSON" and pobj.pos_ != "PRON":
             parts.append(f"{prep.lower_} {_phrase(pobj, 4)}")
     return ", ".join(parts) or None
 
@@ -222,9 +233,8 @@ def _location(sent, verb) -> str | None:
     for ent in sent.ents:
         if ent.label_ in PLACE_LABELS and ent.root.i in subtree:
             return ent.text
-    for prep in (c for c in verb.children if c.dep_ == "prep" and c.lower_ in ("in", "at")):
-        pobj = next((c for c in prep.children if c.dep_ == "pobj"), None)
-        if pobj is not None and pobj.ent_type_ not in TIME_LABELS and pobj.pos_ in ("PROPN", "NOUN"):
+    for _, pobj in _prep_objects(verb, ("in", "at")):
+        if pobj.ent_type_ not in TIME_LABELS and pobj.pos_ in ("PROPN", "NOUN"):
             if not timex.ANCHOR.search(pobj.text):
                 return _phrase(pobj, 5)
     return None

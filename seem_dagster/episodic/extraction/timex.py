@@ -24,10 +24,16 @@ _MONTHS = (
 _SEASONS = {"spring": (3, 5), "summer": (6, 8), "autumn": (9, 11), "fall": (9, 11), "winter": (12, 2)}
 _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "couple of": 2, "a couple of": 2}
 
+# A date written month/day, as people type it ("on 2/8", "2/15/2023"; month first, as dateparser
+# reads English): a real month and day only, so "1/2 cup" needs the preposition to count.
+_NUMERIC_DATE = r"(?:1[0-2]|0?[1-9])/(?:3[01]|[12]\d|0?[1-9])"
+_NUMERIC_YEAR = r"/(?:\d{4}|\d{2})"
+
 # Words that make an expression a point in time rather than a duration.
 ANCHOR = re.compile(
     rf"\b(ago|last|next|this|yesterday|today|tonight|tomorrow|weekend|morning|evening|afternoon|night"
-    rf"|{_WEEKDAYS}|{_MONTHS}|spring|summer|autumn|fall|winter|\d{{4}}|\d{{1,2}}(st|nd|rd|th)|before|earlier|previous)\b",
+    rf"|{_WEEKDAYS}|{_MONTHS}|spring|summer|autumn|fall|winter|\d{{4}}|\d{{1,2}}(st|nd|rd|th)|before|earlier|previous"
+    rf"|{_NUMERIC_DATE}(?:{_NUMERIC_YEAR})?)\b",
     re.IGNORECASE,
 )
 
@@ -37,7 +43,8 @@ RELATIVE_PATTERN = re.compile(
     rf"|(?:last|this|next) (?:week|weekend|month|year|night|morning|evening|{_WEEKDAYS}|spring|summer|autumn|fall|winter)"
     rf"|(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|a couple of|few|couple of|\d+) "
     rf"(?:days?|weeks?|weekends?|months?|years?) ago"
-    rf"|(?:in|on|during) (?:{_MONTHS}|{_WEEKDAYS})(?: \d{{4}})?)\b",
+    rf"|(?:in|on|during) (?:{_MONTHS}|{_WEEKDAYS})(?: \d{{4}})?"
+    rf"|(?:on|by|since|until|from) {_NUMERIC_DATE}(?:{_NUMERIC_YEAR})?|{_NUMERIC_DATE}{_NUMERIC_YEAR})\b",
     re.IGNORECASE,
 )
 
@@ -130,6 +137,11 @@ def _special(expr: str, base: date) -> tuple[date, date] | None:
     return None
 
 
+def _full_year(two_digits: int, base_year: int) -> int:
+    century = base_year - base_year % 100
+    return min((century - 100 + two_digits, century + two_digits, century + 100 + two_digits), key=lambda y: abs(y - base_year))
+
+
 def resolve(expression: str, base: datetime | date, *, prefer: str = "past") -> ResolvedTime | None:
     """Resolve ``expression`` said at ``base``; ``prefer`` ("past"/"future") settles "in June" and the like."""
     text = " ".join(expression.split())
@@ -140,7 +152,9 @@ def resolve(expression: str, base: datetime | date, *, prefer: str = "past") -> 
     if special:
         return ResolvedTime(text, *special)
     base_dt = base if isinstance(base, datetime) else datetime(base.year, base.month, base.day, 12)
-    cleaned = re.sub(r"^(on|in|during|at|by|since|until) (the )?", "", text, flags=re.IGNORECASE)
+    cleaned = re.sub(r"^(on|in|during|at|by|since|until|from) (the )?", "", text, flags=re.IGNORECASE)
+    # "4/3/23": the century that puts the year nearest the base (dateparser would read 1923 as "past").
+    cleaned = re.sub(rf"\b({_NUMERIC_DATE})/(\d{{2}})\b", lambda m: f"{m.group(1)}/{_full_year(int(m.group(2)), base_dt.year)}", cleaned)
     try:
         data = _parser(base_dt, prefer).get_date_data(cleaned)
     except (ValueError, OverflowError):
