@@ -42,6 +42,11 @@ def test_each_expression_kind_resolves_to_its_window(question, asked, first, las
     assert window is not None and (window.start, window.end) == (first, last), window
 
 
+def test_a_typed_date_with_its_year_is_outright_and_without_it_relative():
+    assert question_window("Which museum did I visit on 2/8/2023?", SAT).absolute
+    assert not question_window("Which museum did I visit on 2/8?", SAT).absolute
+
+
 def test_a_month_end_and_a_leap_year_resolve_by_the_calendar():
     assert question_window("What did I buy a month ago?", datetime(2024, 3, 31)).start <= date(2024, 3, 1)
     window = question_window("What did I do last month?", datetime(2024, 3, 31))

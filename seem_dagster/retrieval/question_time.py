@@ -184,7 +184,8 @@ def _rules(q: str, asked: date):
         if resolved is not None and resolved.start <= asked:
             days = (resolved.end - resolved.start).days + 1
             yield m.start(), Window(resolved.start, min(resolved.end, asked), 1.0 if days == 1 else min(10.0, days / 3),
-                                    1.0 if days <= 2 else 0.9 if days <= 9 else 0.8, m.group(0))
+                                    1.0 if days <= 2 else 0.9 if days <= 9 else 0.8, m.group(0),
+                                    absolute=timex.NUMERIC_WITH_YEAR.search(m.group(0)) is not None)
     for m in re.finditer(r"\b(?:this|so far this) year\b", q):
         yield m.start(), Window(date(asked.year, 1, 1), asked, 15.0, 0.6, m.group(0))
     for m in re.finditer(r"\blast year\b", q):
