@@ -23,7 +23,10 @@ PROPERTY_ROUTE = "property_route"  # brought by the property route alone
 EXPANSIONS = (EPISODE, NEIGHBOUR, NAME_LINK, ANSWERS_NAME_LINK, ANSWERS_TOP)
 
 
-@dataclass(frozen=True)
+# Not frozen, though nothing changes one once made: a frozen dataclass sets every field through
+# object.__setattr__, and a query makes a Reason and a Ranked for every passage of the conversation
+# (about 3 us each frozen against 0.7 us, a millisecond of a 15 ms query). Nothing hashes them either.
+@dataclass(slots=True)
 class Reason:
     kind: str
     pagerank: float | None = None  # the walk's mass (seed_fact, pagerank)

@@ -48,7 +48,7 @@ class Seed:
     score: float
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: one per passage per query (reasons.Reason says why)
 class Ranked:
     passage_id: str
     score: float
@@ -179,22 +179,22 @@ def retrieve(
                 directed=False, damping=config.damping, reset=reset.tolist(), weights="weight", implementation="prpack"
             )
         )[: len(ids)]
-        order = rank_by_mass(pr, prior)
+        order = rank_by_mass(pr, prior).tolist()
         seed_source = {s.passage_id: s for s in seeds}
         ranked = []
-        for i in order:
+        for i, mass in zip(order, pr[order].tolist()):  # every passage: one Python float each, not two numpy lookups
             pid = ids[i]
             if pid in seed_source:
                 s = seed_source[pid]
-                reason = Reason(reasons.SEED_FACT, pagerank=float(pr[i]), fact=(s.subject, s.relation, s.object), fact_score=s.score)
+                reason = Reason(reasons.SEED_FACT, pagerank=mass, fact=(s.subject, s.relation, s.object), fact_score=s.score)
             else:
-                reason = Reason(reasons.PAGERANK, pagerank=float(pr[i]))
-            ranked.append(Ranked(pid, float(pr[i]), reason))
+                reason = Reason(reasons.PAGERANK, pagerank=mass)
+            ranked.append(Ranked(pid, mass, reason))
         mode = "graph"
     else:
-        order = np.argsort(-prior, kind="stable")
-        ranked = [Ranked(ids[i], float(prior[i]), Reason(reasons.DIRECT, match=float(prior[i]), no_usable_fact=config.use_graph))
-                  for i in order]
+        order = np.argsort(-prior, kind="stable").tolist()
+        ranked = [Ranked(ids[i], match, Reason(reasons.DIRECT, match=match, no_usable_fact=config.use_graph))
+                  for i, match in zip(order, prior[order].tolist())]
         mode = "dense"
     if latest and config.latest_first:
         ranked = latest_first(index, ranked, config)
