@@ -87,6 +87,9 @@ _REGISTRY: dict[str, Method] = {m.name: m for m in [
        step=Step("without", "seem without the question's time (retrieval.time_weight, time_fact_weight)", "seem")),
     _m("seem-no-latest", "seem without the latest statement first", settings={"latest_first": False},
        step=Step("without", "seem without the latest statement first (retrieval.latest_first)", "seem")),
+    _m("seem-encoded-names", "seem encoding a question that names a speaker a second time, as asked", settings={"compose_names": 0.0},
+       step=Step("without", "seem encoding the question a second time with the speakers' names (not composing its vector, "
+                 "retrieval.compose_names)", "seem")),
     _m("seem-no-advice", "seem reading a request for advice like any question", settings={"advice_lexical": 1.0},
        step=Step("without", "seem reading a request for advice like any question (retrieval.advice_lexical)", "seem")),
     # The prior with one part taken away.

@@ -147,6 +147,17 @@ def test_seem_eval_locomo_end_to_end_and_reuses_the_built_memory(tmp_path):
     assert again["timing"]["conversations_reused"] == 1 and again["timing"]["conversations_built_this_run"] == 0
     assert again["methods"]["seem"] == results["methods"]["seem"]
 
+    # The vector `seem` composes for a question that names a speaker is its own: dense and a method that
+    # matches the question as asked rank with the question encoded as asked, and seem-encoded-names is
+    # seem with it encoded (retrieval.compose_names 0), on the same memory.
+    methods = ["--methods", "seem,dense,seem-named,seem-encoded-names"]
+    assert main(["eval", "locomo", "--data", str(data), "--out", str(out), "--quiet", *methods]) == 0
+    composed = json.loads((out / "results.json").read_text())["methods"]
+    assert main(["eval", "locomo", "--data", str(data), "--out", str(out), "--quiet", *methods, "--set", "retrieval.compose_names=0"]) == 0
+    encoded = json.loads((out / "results.json").read_text())["methods"]
+    assert composed["dense"] == encoded["dense"] == results["methods"]["dense"] and composed["seem-named"] == encoded["seem-named"]
+    assert composed["seem-encoded-names"] == encoded["seem"] == encoded["seem-encoded-names"]
+
     # A memory `seem build` made is evaluated as it is: no Dagster run, the same figures, no timings.
     built = tmp_path / "built"
     assert main(["build", "--input", str(data), "--format", "locomo", "--store", str(built), "--quiet"]) == 0

@@ -147,6 +147,12 @@ class RetrievalConfig(Section):
         "subject's name, which then matches all of that person's facts alike. A mean keeps the cosine's scale, so "
         "min_fact_score means what it did (0: off, an ablation; docs/experiments.md has the weights tried)"
     )
+    compose_names: float = Field(
+        0.6, ge=0, description="a question that names a speaker is encoded once, without the names, and its own vector is "
+        "composed from that one plus this weight times each named speaker's name alone (a name's vector is encoded once and "
+        "kept): one forward pass per question instead of two, the same recall within noise (0: the question encoded a second "
+        "time as asked, an ablation; docs/experiments.md has the weights tried)"
+    )
     answer_share: float = Field(
         0.35, ge=0, description="a reply inherits this share of the prior of the question turn it answers"
     )

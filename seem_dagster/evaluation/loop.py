@@ -8,7 +8,7 @@ vector, that and the vector without the speakers' names, or those and the questi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from seem_dagster import backends
 from seem_dagster.config import SeemConfig
@@ -53,6 +53,11 @@ class QueryLoop:
         self.ks, self.budgets, self.granularities = ks, budgets, granularities
         self.encoding = {m: query_encoding(config.retrieval, m) for m in methods}
         self.form_read = {m: reads_form(config.retrieval, m) for m in methods}
+        # A method that composes the named question's vector otherwise than the configuration (its
+        # ablation) needs the question encoded its way: once per such setting, charged to its methods.
+        self.recompose = {m: method_config(config.retrieval, m) for m in methods
+                          if self.encoding[m] in ("vectors", "full")
+                          and method_config(config.retrieval, m).compose_names != config.retrieval.compose_names}
         self.read_question = "full" in self.encoding.values()  # else no method uses the question's facts: never parse it
         self.question_embedder = None
         self.collected = Collected({m: [] for m in methods}, {m: [] for m in methods}, {m: {g: [] for g in granularities} for m in methods})
@@ -93,7 +98,10 @@ class QueryLoop:
     def _question(self, cid, index, q: dict, date, session, qa_items: list[QaItem], ref_of: dict, speaker_of: dict) -> None:
         memory, config, c = self.memory, self.config, self.collected
         question = q[Questions.question]
-        _, vector_s = timed(lambda: self.question_embedder.encode([question]))
+        # The question's own vector, encoded as asked: what a method that reads one vector ranks with
+        # (dense, hybrid, and a method that does not match without the speakers' names), never the
+        # vector `seem` composes for a question that names a speaker (retrieval.compose_names).
+        as_asked, vector_s = timed(lambda: self.question_embedder.encode([question])[0])
         facts = (session.query_facts(question, date) if session else None) if self.read_question else []
         # Whether it asks for several things: tagged once, charged to the methods that use it.
         several, form_s = timed(lambda: form_of(question, config.retrieval) if any(self.form_read.values()) else False)
@@ -101,12 +109,21 @@ class QueryLoop:
         # What a method that reads no facts pays: the question's vectors (with its form without the speakers' names).
         vectors_s = timed(lambda: memory.encode(cid, question, date, facts=[], several=False))[1] if self.read_question else encode_s
         paid = {"none": 0.0, "vector": vector_s, "vectors": vectors_s, "full": encode_s}
+        recomposed = {}
+        for setting in {method.compose_names for method in self.recompose.values()}:
+            retrieval = config.retrieval.replace(compose_names=setting)
+            recomposed[setting] = timed(lambda: memory.encode(cid, question, date, facts=facts, several=several, retrieval=retrieval))
         for name, rank in self.methods.items():
-            result, rank_s = timed(lambda: rank(index, query))
+            if name in self.recompose:
+                asked, encoded_s = recomposed[self.recompose[name].compose_names]
+            else:
+                asked = replace(query, vector=as_asked) if self.encoding[name] == "vector" else query
+                encoded_s = paid[self.encoding[name]]
+            result, rank_s = timed(lambda: rank(index, asked))
             ranking = ids(result)
-            c.latencies[name].append(rank_s + paid[self.encoding[name]] + (form_s if self.form_read[name] else 0.0))
+            c.latencies[name].append(rank_s + encoded_s + (form_s if self.form_read[name] else 0.0))
             if name not in c.traced and len(c.latencies[name]) == TRACE_QUERIES:
-                c.traced[name] = trace_peak(rank, index, query)
+                c.traced[name] = trace_peak(rank, index, asked)
             refs = [ref_of[p] for p in ranking]
             if session and name in config.evaluation.answer_methods and q[Questions.answer]:
                 # Each method answers from its own context: SEEM's with its frames and seed facts.

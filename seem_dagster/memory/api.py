@@ -176,9 +176,10 @@ class Memory:
     # ---- reading --------------------------------------------------------------------------------
 
     def encode(self, conversation_id: str, question: str, date: datetime | str | None = None, *, facts: list | None = None,
-               several: bool | None = None):
+               several: bool | None = None, retrieval=None):
         """The question as retrieval reads it for this conversation (``retrieval.answer.encode``): what
-        ``query`` ranks with, for the evaluation, which encodes once and ranks with every method."""
+        ``query`` ranks with, for the evaluation, which encodes once and ranks with every method.
+        ``retrieval``: the retrieval settings to encode it for (a RetrievalConfig; default the memory's)."""
         from seem_dagster import backends
         from seem_dagster.retrieval.answer import encode
 
@@ -186,7 +187,7 @@ class Memory:
         when = _moment(date, "date") or index.passages[Passages.timestamp].max()
         config = self.config
         return encode(index, question, when, backends.extractor(config.extraction.extractor), backends.query_embedder(config.extraction.embedder),
-                      config.retrieval, facts=facts, several=several)
+                      retrieval or config.retrieval, facts=facts, several=several)
 
     def warm(self) -> None:
         """Load what a query needs (the question's parser, tagger and encoder) now rather than at the

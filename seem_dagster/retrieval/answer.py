@@ -66,7 +66,7 @@ def encode(index: MemoryIndex, question: str, date: datetime, extractor, embedde
     conversation = index.passages[Passages.conversation_id][0] if index.passages.height else "query"
     return encode_query(question, date, extractor, embedder, conversation, facts=facts,
                         speakers=index.speakers if config.matches_unnamed else (),
-                        several=form_of(question, config) if several is None else several)
+                        several=form_of(question, config) if several is None else several, compose_names=config.compose_names)
 
 
 def rank(index: MemoryIndex, query: EncodedQuery, config: RetrievalConfig, *, rerankers: Mapping[str, RerankModel] | None = None,
