@@ -109,13 +109,16 @@ class QueryLoop:
         # What a method that reads no facts pays: the question's vectors (with its form without the speakers' names).
         vectors_s = timed(lambda: memory.encode(cid, question, date, facts=[], several=False))[1] if self.read_question else encode_s
         paid = {"none": 0.0, "vector": vector_s, "vectors": vectors_s, "full": encode_s}
-        recomposed = {}
-        for setting in {method.compose_names for method in self.recompose.values()}:
-            retrieval = config.retrieval.replace(compose_names=setting)
-            recomposed[setting] = timed(lambda: memory.encode(cid, question, date, facts=facts, several=several, retrieval=retrieval))
+        recomposed = {}  # (compose_names, reads the question's facts) -> the question encoded so, and its seconds
+        for name, method in self.recompose.items():
+            key = (method.compose_names, self.encoding[name] == "full")
+            if key not in recomposed:
+                retrieval = config.retrieval.replace(compose_names=key[0])
+                recomposed[key] = timed(lambda: memory.encode(cid, question, date, facts=facts if key[1] else [], several=several,
+                                                              retrieval=retrieval))
         for name, rank in self.methods.items():
             if name in self.recompose:
-                asked, encoded_s = recomposed[self.recompose[name].compose_names]
+                asked, encoded_s = recomposed[(self.recompose[name].compose_names, self.encoding[name] == "full")]
             else:
                 asked = replace(query, vector=as_asked) if self.encoding[name] == "vector" else query
                 encoded_s = paid[self.encoding[name]]
