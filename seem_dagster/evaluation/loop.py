@@ -54,8 +54,9 @@ class QueryLoop:
         self.encoding = {m: query_encoding(config.retrieval, m) for m in methods}
         self.form_read = {m: reads_form(config.retrieval, m) for m in methods}
         # A method that composes the named question's vector otherwise than the configuration (its
-        # ablation) needs the question encoded its way: once per such setting, charged to its methods.
-        self.recompose = {m: method_config(config.retrieval, m) for m in methods
+        # ablation) needs the question encoded its way: the settings to encode it with, per method (one
+        # encoding per distinct setting and question, charged to its methods).
+        self.recompose = {m: config.retrieval.replace(compose_names=method_config(config.retrieval, m).compose_names) for m in methods
                           if self.encoding[m] in ("vectors", "full")
                           and method_config(config.retrieval, m).compose_names != config.retrieval.compose_names}
         self.read_question = "full" in self.encoding.values()  # else no method uses the question's facts: never parse it
@@ -110,10 +111,9 @@ class QueryLoop:
         vectors_s = timed(lambda: memory.encode(cid, question, date, facts=[], several=False))[1] if self.read_question else encode_s
         paid = {"none": 0.0, "vector": vector_s, "vectors": vectors_s, "full": encode_s}
         recomposed = {}  # (compose_names, reads the question's facts) -> the question encoded so, and its seconds
-        for name, method in self.recompose.items():
-            key = (method.compose_names, self.encoding[name] == "full")
+        for name, retrieval in self.recompose.items():
+            key = (retrieval.compose_names, self.encoding[name] == "full")
             if key not in recomposed:
-                retrieval = config.retrieval.replace(compose_names=key[0])
                 recomposed[key] = timed(lambda: memory.encode(cid, question, date, facts=facts if key[1] else [], several=several,
                                                               retrieval=retrieval))
         for name, rank in self.methods.items():

@@ -23,7 +23,7 @@ from datetime import time as day_time
 
 import polars as pl
 
-from seem_dagster.config import ConfigError, Layer, Resolved, SeemConfig, resolve_standard
+from seem_dagster.config import ConfigError, Layer, Resolved, RetrievalConfig, SeemConfig, resolve_standard
 from seem_dagster.memory import writes
 from seem_dagster.memory.errors import InvalidRequest, UnknownConversation
 from seem_dagster.memory.published import Published
@@ -176,10 +176,10 @@ class Memory:
     # ---- reading --------------------------------------------------------------------------------
 
     def encode(self, conversation_id: str, question: str, date: datetime | str | None = None, *, facts: list | None = None,
-               several: bool | None = None, retrieval=None):
+               several: bool | None = None, retrieval: RetrievalConfig | None = None):
         """The question as retrieval reads it for this conversation (``retrieval.answer.encode``): what
         ``query`` ranks with, for the evaluation, which encodes once and ranks with every method.
-        ``retrieval``: the retrieval settings to encode it for (a RetrievalConfig; default the memory's)."""
+        ``retrieval``: the retrieval settings to encode it for (default the memory's)."""
         from seem_dagster import backends
         from seem_dagster.retrieval.answer import encode
 
