@@ -85,6 +85,10 @@ _REGISTRY: dict[str, Method] = {m.name: m for m in [
        step=Step("without", "seem with RPE also for questions that ask for several things", "seem")),
     _m("seem-no-time", "seem without the question's time", settings={"time_weight": 0.0, "time_fact_weight": 0.0},
        step=Step("without", "seem without the question's time (retrieval.time_weight, time_fact_weight)", "seem")),
+    _m("seem-calendar-counted", "seem reading a calendar name without its year like a time counted from the question's date",
+       settings={"time_calendar": 0.25},
+       step=Step("without", "seem reading \"in February\", \"on March 15th\" like \"last week\" (retrieval.time_calendar "
+                 "at time_relative's 0.25)", "seem")),
     _m("seem-no-latest", "seem without the latest statement first", settings={"latest_first": False},
        step=Step("without", "seem without the latest statement first (retrieval.latest_first)", "seem")),
     _m("seem-encoded-names", "seem encoding a question that names a speaker a second time, as asked", settings={"compose_names": 0.0},

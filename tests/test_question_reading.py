@@ -70,3 +70,10 @@ def test_the_days_the_question_names_move_their_turns_up(store):
     assert top(store, "What did I buy 10 days ago?", "2023-06-09", 1, OFF) != ["t12"]
     assert top(store, "What did I buy 10 days ago?", "2023-06-09", 1, ON) == ["t12"]  # the book, bought on 30 May
     assert top(store, "What did I buy in February?", "2023-06-09", 1, ON) == ["t6"]  # the blender
+
+
+def test_a_month_named_without_its_year_counts_whole_not_as_a_time_counted_from_the_question_date(store):
+    april = {"t9", "t10", "t14"}  # the turns of April 2023
+    whole = top(store, "What did I start using in April?", "2023-06-09", 2, ON)
+    counted = top(store, "What did I start using in April?", "2023-06-09", 2, {**ON, "time_calendar": 0.25})
+    assert set(whole) <= april and not set(counted) <= april, (whole, counted)

@@ -42,9 +42,14 @@ def test_each_expression_kind_resolves_to_its_window(question, asked, first, las
     assert window is not None and (window.start, window.end) == (first, last), window
 
 
-def test_a_typed_date_with_its_year_is_outright_and_without_it_relative():
-    assert question_window("Which museum did I visit on 2/8/2023?", SAT).absolute
-    assert not question_window("Which museum did I visit on 2/8?", SAT).absolute
+def test_a_time_that_names_the_calendar_is_told_from_one_counted_from_the_question_date():
+    for question in ("Which museum did I visit on 2/8/2023?", "Which museum did I visit on 2/8?", "Where did I go in February?",
+                     "What happened on March 5th?", "Where was I on Thanksgiving?", "What did I start in late January?",
+                     "Where did I travel between June and August?", "What did I do on 16 June, 2023?"):
+        assert question_window(question, SAT).calendar, question
+    for question in ("What did I buy 10 days ago?", "Who did I meet last Saturday?", "What did I do last week?",
+                     "How many books have I read this year?", "What did I cook recently?", "What did I buy in the past two months?"):
+        assert not question_window(question, SAT).calendar, question
 
 
 def test_a_month_end_and_a_leap_year_resolve_by_the_calendar():

@@ -198,9 +198,14 @@ class RetrievalConfig(Section):
         "time lies farther outside them; the rest keep their score (0: off)"
     )
     time_relative: float = Field(
-        0.25, ge=0, le=1, description="a time said relative to the question's date (\"last week\", \"a month ago\") counts this "
-        "share of one it dates outright (\"on 16 June, 2023\", \"in May 2023\"): a question may be worded from another day "
-        "than the one it is asked on"
+        0.25, ge=0, le=1, description="a time counted from the question's date (\"last week\", \"a month ago\") counts this "
+        "share of one that names the calendar (\"on 16 June, 2023\", \"in February\", \"on 2/8\", \"on Valentine's day\"): a "
+        "question may be worded from another day than the one it is asked on, which moves the first, not the second"
+    )
+    time_calendar: float = Field(
+        1.0, ge=0, le=1, description="a time that names the calendar without its year (\"in February\", \"on March 15th\", \"on "
+        "2/8\", \"on Valentine's day\": the year is the question's) counts this share of one that says its year; at "
+        "time_relative it is read like a time counted from the question's date"
     )
     time_fact_weight: float = Field(
         0.3, ge=0, description="a fact dated in or near the question's time gains this much of its match, so the walk seeds "

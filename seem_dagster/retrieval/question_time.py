@@ -33,7 +33,11 @@ class Window:
     tolerance: float  # days outside it that still count as near (the window's vagueness)
     sure: float  # how sure the reading is: 1.0 an exact day ... 0.4 "recently"
     text: str  # the words it came from
-    absolute: bool = False  # a date or month the question names outright ("on 16 June, 2023"), not one relative to its date
+    # The question names the calendar: a month, a day of a month, a holiday or a typed date, its year taken from the
+    # question's date when unsaid ("in February", "on March 15th", "on 2/8", "on 16 June, 2023"). Such a time does not
+    # move with the day a question is worded from; one counted from that day ("last week", "10 days ago") does.
+    calendar: bool = False
+    year_said: bool = False  # a calendar time whose year the question says ("in May 2023", "12/25/2022")
 
     def distance(self, first: date, last: date) -> float:
         """Days between the window and the span [first, last] (0 when they meet)."""
@@ -153,13 +157,13 @@ def _rules(q: str, asked: date):
     for pattern in HOLIDAYS:
         for m in re.finditer(rf"\b(?:on|for|at|during|over|around) ({pattern})\b", q):
             day = _holiday(pattern, asked)
-            yield m.start(), Window(day, day, 2.0, 1.0, m.group(0))
+            yield m.start(), Window(day, day, 2.0, 1.0, m.group(0), calendar=True)
     for m in re.finditer(rf"\b(?:on )?(?:the )?({_MONTH})\.? (\d{{1,2}})(?:st|nd|rd|th)?(?:,?\s*(\d{{4}}))?\b"
                          rf"|\b(?:on )?(?:the )?(\d{{1,2}})(?:st|nd|rd|th)? (?:of )?({_MONTH})(?:,?\s*(\d{{4}}))?\b", q):
         month_name, day_text, year_text = (m.group(1), m.group(2), m.group(3)) if m.group(1) else (m.group(5), m.group(4), m.group(6))
         day = _day_of_month(_month_number(month_name), int(day_text), asked, int(year_text) if year_text else None)
         if day is not None:
-            yield m.start(), Window(day, day, 1.0, 1.0, m.group(0), absolute=year_text is not None)
+            yield m.start(), Window(day, day, 1.0, 1.0, m.group(0), calendar=True, year_said=year_text is not None)
     for m in re.finditer(rf"\b(early|mid|late|the (?:beginning|start|middle|end) of) ({_MONTH})(?:,? (\d{{4}}))?\b", q):
         first, last = _most_recent_month(_month_number(m.group(2)), asked, int(m.group(3)) if m.group(3) else None)
         part = m.group(1)
@@ -169,14 +173,15 @@ def _rules(q: str, asked: date):
             first, last = first + timedelta(days=10), first + timedelta(days=20)
         else:
             first = last - timedelta(days=10)
-        yield m.start(), Window(first, last, 5.0, 0.8, m.group(0))
+        yield m.start(), Window(first, last, 5.0, 0.8, m.group(0), calendar=True, year_said=m.group(3) is not None)
     for m in re.finditer(rf"\b(?:between|from) ({_MONTH})(?:,? (\d{{4}}))? (?:and|to|until|till) ({_MONTH})(?:,? (\d{{4}}))?\b", q):
         second = _most_recent_month(_month_number(m.group(3)), asked, int(m.group(4)) if m.group(4) else None)
         first = _most_recent_month(_month_number(m.group(1)), second[1], int(m.group(2)) if m.group(2) else None)
-        yield m.start(), Window(first[0], second[1], 5.0, 0.9, m.group(0))
+        yield m.start(), Window(first[0], second[1], 5.0, 0.9, m.group(0), calendar=True,
+                                     year_said=m.group(2) is not None or m.group(4) is not None)
     for m in re.finditer(rf"\b(?:in|during|throughout|of) ({_MONTH})(?:,? (\d{{4}}))?\b", q):
         first, last = _most_recent_month(_month_number(m.group(1)), asked, int(m.group(2)) if m.group(2) else None)
-        yield m.start(), Window(first, last, 5.0, 0.8, m.group(0), absolute=m.group(2) is not None)
+        yield m.start(), Window(first, last, 5.0, 0.8, m.group(0), calendar=True, year_said=m.group(2) is not None)
     from seem_dagster.episodic.extraction import timex  # dateparser loads on the first question that needs it
 
     for m in timex.RELATIVE_PATTERN.finditer(q):
@@ -185,7 +190,8 @@ def _rules(q: str, asked: date):
             days = (resolved.end - resolved.start).days + 1
             yield m.start(), Window(resolved.start, min(resolved.end, asked), 1.0 if days == 1 else min(10.0, days / 3),
                                     1.0 if days <= 2 else 0.9 if days <= 9 else 0.8, m.group(0),
-                                    absolute=timex.NUMERIC_WITH_YEAR.search(m.group(0)) is not None)
+                                    calendar=timex.NUMERIC_DATE.search(m.group(0)) is not None,
+                                    year_said=timex.NUMERIC_WITH_YEAR.search(m.group(0)) is not None)
     for m in re.finditer(r"\b(?:this|so far this) year\b", q):
         yield m.start(), Window(date(asked.year, 1, 1), asked, 15.0, 0.6, m.group(0))
     for m in re.finditer(r"\blast year\b", q):
@@ -212,5 +218,5 @@ def question_window(question: str, asked: datetime | date) -> Window | None:
         found.append((at, window))
     if not found:
         return None
-    _, best = min(found, key=lambda pw: (not pw[1].absolute, (pw[1].end - pw[1].start).days + pw[1].tolerance, pw[0]))
+    _, best = min(found, key=lambda pw: (not pw[1].calendar, (pw[1].end - pw[1].start).days + pw[1].tolerance, pw[0]))
     return best

@@ -161,7 +161,7 @@ def retrieve(
     direct = passage_prior(index, question, question_text, config, unnamed, advice=advice)
     fact_scores = (score_facts(index, question, query_facts, unnamed, config.unnamed_fact_weight)
                    if config.use_graph or config.fact_key_weight else None)
-    strength = window.sure * (1.0 if window.absolute else config.time_relative) if window is not None else 0.0
+    strength = window.sure * time_share(window, config) if window is not None else 0.0
     if fact_scores is not None and strength and config.time_fact_weight and fact_scores.shape[0]:
         fact_scores = fact_scores + config.time_fact_weight * strength * fact_nearness(index, window)
     keys = (fact_keys(index, fact_scores, config)
@@ -231,6 +231,15 @@ def latest_first(index: MemoryIndex, ranked: list[Ranked], config: RetrievalConf
             placed[later] = by_id[later]
         placed.setdefault(item.passage_id, item)
     return list(placed.values()) + [r for r in ranked if r.passage_id not in placed]
+
+
+def time_share(window: Window, config: RetrievalConfig) -> float:
+    """How much of ``time_weight`` a window of this kind carries: one the question dates outright whole, a
+    calendar name whose year is the question's ``time_calendar``, a time counted from the question's date
+    ``time_relative`` (a question may be worded from the day of the session that answers it)."""
+    if not window.calendar:
+        return config.time_relative
+    return 1.0 if window.year_said else config.time_calendar
 
 
 def time_nearness(index: MemoryIndex, window: Window) -> np.ndarray:

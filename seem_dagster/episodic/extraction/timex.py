@@ -29,7 +29,8 @@ _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 
 _NUMERIC_DATE = r"(?:1[0-2]|0?[1-9])/(?:3[01]|[12]\d|0?[1-9])"
 _NUMERIC_YEAR = r"/(?:\d{4}|\d{2})"
 
-# A typed date that says its year ("12/25/2022") names its day outright, whatever the date it is said on.
+# A typed date ("2/8", "12/25/2022") names a day of the calendar, whatever the date it is said on; with its year, outright.
+NUMERIC_DATE = re.compile(rf"\b{_NUMERIC_DATE}(?:{_NUMERIC_YEAR})?\b")
 NUMERIC_WITH_YEAR = re.compile(rf"\b{_NUMERIC_DATE}{_NUMERIC_YEAR}\b")
 
 # Words that make an expression a point in time rather than a duration.
