@@ -19,7 +19,7 @@ from seem_dagster.scheduling import chunk_size, cores, parse_processes
 
 class EmbeddedExtractor:
     name = "embedded-spacy"
-    version = "6"
+    version = "7"
 
     def __init__(self, model: str = MODEL, batch_size: int = 64, processes: int = 1):
         self.model = model

@@ -27,6 +27,12 @@ TIME_LABELS = {"DATE", "TIME"}
 CLOCK_DAY = re.compile(r"\b(this|last|tonight|yesterday|today|tomorrow)\b", re.IGNORECASE)
 RECURRING = {"every", "each"}
 WH_TAGS = {"WP", "WDT", "WRB"}
+# The conjunctions of a clause of time: "when I visited", "after we moved", "while she was away".
+WHEN_MARKS = {"when", "while", "after", "before", "since", "once", "until", "till", "whenever"}
+# Objects that name nothing on their own: "replaced it with a toaster oven" says (replace with; toaster oven).
+BARE_PRONOUNS = {"it", "this", "that", "them", "these", "those"}
+# Amounts whose "of" phrase is the thing: "20 pounds of scratch grains", "a bunch of tomatoes".
+AMOUNT_LABELS = {"QUANTITY", "CARDINAL", "MONEY", "PERCENT"}
 # Light verbs and fillers that make no event on their own ("I think", "you know").
 SKIP_LEMMAS = {"think", "know", "guess", "mean", "hope", "wish", "bet", "say", "see"}
 MAX_PHRASE_TOKENS = 8
@@ -139,6 +145,8 @@ def _entity_text(token, inp: PassageInput, other: str | None) -> str | None:
     if token.pos_ == "NOUN" and named is not None:
         return _name_of(named)  # "my neighbour Ines offered" -> Ines
     ent = _entity_of(token)
+    if ent is not None and ent.label_ in AMOUNT_LABELS and any(c.dep_ == "prep" and c.lower_ == "of" for c in token.children):
+        ent = None
     return ent.text if ent is not None else _phrase(token)
 
 
@@ -170,8 +178,10 @@ def _subject(verb, inp, other):
         subj = next((c for c in node.children if c.dep_ in SUBJECT_DEPS), None)
         if subj is not None:
             return subj
-        if node.dep_ in ("conj", "xcomp") and node.head.i != node.i:
+        if node.dep_ in ("conj", "xcomp", "advcl") and node.head.i != node.i:
             node = node.head
+        elif node.dep_ == "pcomp" and node.head.dep_ == "prep":  # "thinking of adding plants": who thinks adds
+            node = node.head.head
         else:
             break
     return None
@@ -183,7 +193,7 @@ def _object(verb):
     A wh-word is no object ("What did Tomas make for Priya?" -> (Tomas; make for; Priya)), so a
     question yields the fact it asks about.
     """
-    obj = next((c for c in verb.children if c.dep_ in OBJECT_DEPS and c.tag_ not in WH_TAGS), None)
+    obj = next((c for c in verb.children if c.dep_ in OBJECT_DEPS and c.tag_ not in WH_TAGS and c.lower_ not in BARE_PRONOUNS), None)
     if obj is not None:
         return "", obj
     for prep, pobj in _prep_objects(verb):
@@ -200,7 +210,12 @@ def _predicates(sent):
     for tok in sent:
         if tok.pos_ not in ("VERB", "AUX"):
             continue
-        if tok.dep_ == "ROOT" or (tok.dep_ in ("conj", "ccomp", "xcomp") and tok.pos_ == "VERB"):
+        # Main clauses, and two that tell of an event in passing: a clause of time ("when I visited the
+        # Art Cube on 2/15") and a gerund after a preposition ("thinking of adding plants"). Relative
+        # clauses and other adverbial ones ("if", "so that", "to") added more noise than facts.
+        if tok.dep_ == "advcl" and not any(c.dep_ in ("mark", "advmod") and c.lower_ in WHEN_MARKS for c in tok.children):
+            continue
+        if tok.dep_ == "ROOT" or (tok.dep_ in ("conj", "ccomp", "xcomp", "advcl", "pcomp") and tok.pos_ == "VERB"):
             if tok.pos_ == "AUX" and not any(c.dep_ in ("attr", "acomp") for c in tok.children):
                 continue
             yield tok
