@@ -1,6 +1,7 @@
 """Events and facts from spaCy's parse of one turn: the embedded extractor's rules.
 
-One event per main verb, with the six roles (participants, action, time, location, cause, manner);
+One event per main verb, clause of time ("when I visited ...") or gerund after a preposition
+("thinking of adding ..."), with the six roles (participants, action, time, location, cause, manner);
 facts (subject, relation, object, time) from the same clauses, with the speaker as the subject of
 "I" and the other speaker as "you"; relative dates resolved against the session date (timex.py).
 The turn's summary is written by summary.py from the sentences scored here.
