@@ -178,7 +178,7 @@ def _rules(q: str, asked: date):
         second = _most_recent_month(_month_number(m.group(3)), asked, int(m.group(4)) if m.group(4) else None)
         first = _most_recent_month(_month_number(m.group(1)), second[1], int(m.group(2)) if m.group(2) else None)
         yield m.start(), Window(first[0], second[1], 5.0, 0.9, m.group(0), calendar=True,
-                                     year_said=m.group(2) is not None or m.group(4) is not None)
+                                year_said=m.group(2) is not None or m.group(4) is not None)
     for m in re.finditer(rf"\b(?:in|during|throughout|of) ({_MONTH})(?:,? (\d{{4}}))?\b", q):
         first, last = _most_recent_month(_month_number(m.group(1)), asked, int(m.group(2)) if m.group(2) else None)
         yield m.start(), Window(first, last, 5.0, 0.8, m.group(0), calendar=True, year_said=m.group(2) is not None)
