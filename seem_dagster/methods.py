@@ -22,9 +22,9 @@ RANKINGS = (SEEM, DENSE, BM25, HYBRID, HYBRID_REPLY, PROPERTY_ROUTE, EMBEDDED_FA
 # What the evaluation prepares for a method beyond the memory and the question's vectors.
 EMBEDDED_FACT_VECTORS = "embedded_fact_vectors"  # every fact embedded alone, through the vector cache
 
-# The flat prior's settings: no graph, no RPE, no facts as keys, no reranking, and no reading of the
-# question's time, events, latest or advice (those are the chain's second step).
-FLAT = {"use_graph": False, "use_rpe": False, "fact_key_weight": 0.0, "rerank": False}
+# The flat prior's settings: no graph, no RPE, no facts or sentences as keys, no reranking, and no reading
+# of the question's time, events, latest or advice (those are the chain's second step).
+FLAT = {"use_graph": False, "use_rpe": False, "fact_key_weight": 0.0, "sentence_weight": 0.0, "rerank": False}
 UNREAD = {"time_weight": 0.0, "time_fact_weight": 0.0, "split_events": False, "latest_first": False, "advice_lexical": 1.0}
 
 
@@ -59,8 +59,9 @@ _REGISTRY: dict[str, Method] = {m.name: m for m in [
        settings={**FLAT, **UNREAD}, step=Step("chain", "passage prior alone")),
     _m("prior+reading", "the prior reading the question: its time, its events, asking for the latest, for advice",
        settings=FLAT, step=Step("chain", "+ reading the question")),
-    _m("prior+facts", "+ facts as retrieval keys (a passage gains its best fact's match)",
-       settings={"use_graph": False, "use_rpe": False, "rerank": False}, step=Step("chain", "+ facts as keys")),
+    _m("prior+facts", "+ facts and sentences as retrieval keys (a passage gains its best fact's match, and what its best "
+       "sentence matches beyond the whole passage)",
+       settings={"use_graph": False, "use_rpe": False, "rerank": False}, step=Step("chain", "+ facts and sentences as keys")),
     _m("seem-no-rpe", "+ the walk: fact seeds, personalized PageRank over the prior",
        settings={"use_rpe": False, "rerank": False}, step=Step("chain", "+ graph walk")),
     _m("seem-no-fusion", "+ RPE from the anchor's session neighbours, replies and name links (no episodes)",
@@ -94,6 +95,9 @@ _REGISTRY: dict[str, Method] = {m.name: m for m in [
     _m("seem-encoded-names", "seem encoding a question that names a speaker a second time, as asked", settings={"compose_names": 0.0},
        step=Step("without", "seem encoding the question a second time with the speakers' names (not composing its vector, "
                  "retrieval.compose_names)", "seem")),
+    _m("seem-no-sentences", "seem matching each passage as a whole only", settings={"sentence_weight": 0.0},
+       step=Step("without", "seem matching each passage as a whole only (not also by its best sentence, "
+                 "retrieval.sentence_weight)", "seem")),
     _m("seem-no-advice", "seem reading a request for advice like any question", settings={"advice_lexical": 1.0},
        step=Step("without", "seem reading a request for advice like any question (retrieval.advice_lexical)", "seem")),
     # The prior with one part taken away.
@@ -111,7 +115,7 @@ _REGISTRY: dict[str, Method] = {m.name: m for m in [
        step=Step("with", "the prior with its own learned reranking", "prior")),
     # Side methods and baselines.
     _m("prior+rpe", "RPE over the prior, without the walk or facts", settings={"use_graph": False, "fact_key_weight": 0.0,
-                                                                                "rerank": False, **UNREAD}),
+                                                                                "sentence_weight": 0.0, "rerank": False, **UNREAD}),
     _m("graph-only", "the walk without the passage prior in its reset", settings={"passage_share": 0.0, "rerank": False}),
     _m("dense", "MiniLM's cosine alone", ranks=DENSE),
     _m("bm25", "BM25 alone", ranks=BM25),

@@ -187,9 +187,10 @@ class Episodes(pa.DataFrameModel):
 
 
 class Embeddings(pa.DataFrameModel):
-    """Vectors of passages and facts: what queries score (the retrieval index)."""
+    """Vectors of passages, their sentences (item id "passage id#n") and facts: what queries score (the
+    retrieval index)."""
 
-    kind: str = pa.Field(isin=["passage", "fact"])
+    kind: str = pa.Field(isin=["passage", "fact", "sentence"])
     item_id: str = pa.Field()
     vector: pl.Array(pl.Float32, 384) = pa.Field()
     model: str = pa.Field()

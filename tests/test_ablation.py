@@ -45,16 +45,16 @@ def test_paired_scores_must_pair():
 def test_each_step_is_compared_with_the_step_before_it_and_a_part_taken_away_with_the_method_that_has_it():
     found = comparisons(["seem", "prior", "seem-no-rpe", "seem-named", "seem-named-facts", "prior-named", "dense"])
     assert found == [
-        ("+ reading the question, + facts as keys, + graph walk", "seem-no-rpe", "prior"),  # prior+reading, prior+facts not run
+        ("+ reading the question, + facts and sentences as keys, + graph walk", "seem-no-rpe", "prior"),  # prior+reading, prior+facts not run
         ("+ RPE (session), + fusion (RPE over episodes)", "seem", "seem-no-rpe"),
-        ("the structure: + reading the question, + facts as keys, + graph walk, + RPE (session), + fusion (RPE over episodes)",
+        ("the structure: + reading the question, + facts and sentences as keys, + graph walk, + RPE (session), + fusion (RPE over episodes)",
          "seem", "prior"),
         ("seem matching the question as asked only (not also without the speakers' names)", "seem", "seem-named"),
         ("seem matching the facts against the question as asked only", "seem", "seem-named-facts"),
         ("the prior matching the question as asked only", "prior", "prior-named"),
     ]
-    assert comparisons(["prior", "prior+facts"]) == [("+ reading the question, + facts as keys", "prior+facts", "prior")]
-    assert comparisons(["prior", "prior+reading", "prior+facts"])[1] == ("+ facts as keys", "prior+facts", "prior+reading")
+    assert comparisons(["prior", "prior+facts"]) == [("+ reading the question, + facts and sentences as keys", "prior+facts", "prior")]
+    assert comparisons(["prior", "prior+reading", "prior+facts"])[1] == ("+ facts and sentences as keys", "prior+facts", "prior+reading")
     assert comparisons(["seem", "dense"]) == []
 
 
@@ -94,7 +94,7 @@ def test_differences_pair_the_same_questions_and_the_report_prints_them_in_the_a
     lines = _ablation({"benchmark": "locomo", "methods": {m: figures(r) for m, r in rows.items()}, "differences": found})
     (printed,) = [line for line in lines if "| seem - prior |" in line]
     # Nothing was run between them: the row names every part between the prior and seem.
-    assert printed.startswith("| + reading the question, + facts as keys, + graph walk, + RPE (session), + fusion (RPE over episodes) "
+    assert printed.startswith("| + reading the question, + facts and sentences as keys, + graph walk, + RPE (session), + fusion (RPE over episodes) "
                               "| seem - prior | +0.250 [")
     assert printed.endswith("| +1.000 [+1.000, +1.000]* | -0.500 [-1.000, +0.000] | 2 / 1 (conversations 1 / 1 of 2) |")
 

@@ -165,11 +165,11 @@ def test_a_step_refuses_inputs_from_two_builds(tmp_path):
 
 def test_fusion_on_passage_vectors_embeds_no_summary(tmp_path):
     """fusion.vectors = passage: the judge compares the passages' vectors, which the retrieval index
-    needs anyway, so the build embeds passages with MiniLM, pools most facts' vectors from that same
-    pass and embeds only the rest alone (entity names go through the static table,
+    needs anyway, so the build embeds passages with MiniLM, pools most facts' vectors and every
+    sentence's from that same pass and embeds only the rest of the facts alone (entity names go through the static table,
     synonyms.embedder), and no frame summary."""
     from seem_dagster.embeddings.cache import HASH, span_hash, text_hash
-    from seem_dagster.retrieval.index import fact_text, passage_text, pooled_fact_spans
+    from seem_dagster.retrieval.index import FACT, SENTENCE, fact_text, passage_spans, passage_text
     from seem_dagster.store.cache import ConversationCache
 
     store, instance = tmp_path / "store", DagsterInstance.ephemeral()
@@ -178,13 +178,14 @@ def test_fusion_on_passage_vectors_embeds_no_summary(tmp_path):
     assert outcome.success, outcome.error
     read = {name: snapshot.read_table(snapshot.table_path(store, name, CID)) for name in ("passages", "facts", "entities", "event_frames")}
     texts = {pid: passage_text(s, t) for pid, s, t in read["passages"].select("passage_id", "speaker", "text").iter_rows()}
-    spans = pooled_fact_spans(read["passages"], read["facts"])
-    pooled = [span_hash(texts[pid], ranges) for pid, items in spans.items() for _, ranges in items]
-    pooled_ids = {f for items in spans.values() for f, _ in items}
+    spans = passage_spans(read["passages"], read["facts"])
+    pooled = [span_hash(texts[pid], ranges) for pid, items in spans.items() for _, _, ranges in items]
+    pooled_ids = {f for items in spans.values() for kind, f, _ in items if kind == FACT}
+    assert any(kind == SENTENCE for items in spans.values() for kind, _, _ in items)
     alone = [fact_text(s, r, o) for f, s, r, o in read["facts"].select("fact_id", "subject", "relation", "object").iter_rows() if f not in pooled_ids]
     cached = set(ConversationCache(store, CID).table("embeddings", "all-MiniLM-L6-v2")[HASH].to_list())
     assert alone and pooled and cached == {text_hash(t) for t in [*texts.values(), *alone]} | set(pooled)
-    # The episodes step ran each passage through the model once, pooling its facts then: the index
+    # The episodes step ran each passage through the model once, pooling its facts and sentences then: the index
     # step found them all in the cache and ran the model for the facts embedded alone only.
     assert _meta(instance, "retrieval_index")["embedded"] == len(set(alone))
     assert {text_hash(n) for n in read["entities"]["name"].to_list()} - cached  # names are not MiniLM's

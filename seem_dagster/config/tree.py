@@ -156,6 +156,12 @@ class RetrievalConfig(Section):
     answer_share: float = Field(
         0.35, ge=0, description="a reply inherits this share of the prior of the question turn it answers"
     )
+    sentence_weight: float = Field(
+        0.5, ge=0, description="a passage of several sentences gains this weight times what its best sentence matches beyond "
+        "the whole passage (each sentence's vector is pooled from the passage's forward pass at build): a remark made in "
+        "passing (\"Can you recommend some plants? By the way, my tank has 10 neon tetras\") is diluted in its turn's "
+        "vector (0: off, an ablation; docs/experiments.md has the weights tried)"
+    )
     list_breadth: bool = Field(
         True, description="a question that asks for several things (a plural noun after a leading what/which, or \"how many\") "
         "skips RPE: its items are spread across sessions, and RPE would give the slots after the top five to its best match's "

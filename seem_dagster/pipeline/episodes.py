@@ -18,7 +18,7 @@ from seem_dagster.episodic.tables import episodes_table, frame_items, fuse_frame
 from seem_dagster.llm.client import LlmClient, records_as_rows
 from seem_dagster.llm.engines import get_engine
 from seem_dagster.pipeline.embedding import cached_embedder, save_vectors
-from seem_dagster.retrieval.index import passage_text, pooled_fact_spans
+from seem_dagster.retrieval.index import passage_spans, passage_text
 from seem_dagster.schemas import EventFrames, LlmCalls, Passages, table
 from seem_dagster.store.cache import ConversationCache
 
@@ -49,13 +49,13 @@ def frame_texts(frames: pl.DataFrame, passages: pl.DataFrame, source: str) -> li
 def build_episodes(cache: ConversationCache, frames: pl.DataFrame, passages: pl.DataFrame, config: SeemConfig,
                    engine=None, facts: pl.DataFrame | None = None) -> EpisodesBuilt:
     """``facts``: with fusion on the passages' vectors, the forward pass that embeds a passage also
-    pools its facts' vectors for the retrieval index (pooled_fact_spans), so no passage runs twice."""
+    pools its sentences' and facts' vectors for the retrieval index (passage_spans), so no passage runs twice."""
     embedder = cached_embedder(cache, config.extraction.embedder)
     started = time.perf_counter()
     texts = frame_texts(frames, passages, config.fusion.vectors)
-    if config.fusion.vectors == "passage" and config.extraction.fact_vectors == "pooled" and facts is not None:
-        spans = pooled_fact_spans(passages, facts)
-        vectors, _ = embedder.encode_pooled(texts, [[r for _, r in spans.get(p, [])] for p in frames[EventFrames.passage_id].to_list()])
+    if config.fusion.vectors == "passage" and facts is not None:
+        spans = passage_spans(passages, facts, config.extraction.fact_vectors == "pooled")
+        vectors, _ = embedder.encode_pooled(texts, [[r for _, _, r in spans.get(p, [])] for p in frames[EventFrames.passage_id].to_list()])
     else:
         vectors = embedder.encode(texts)
     embed_seconds = time.perf_counter() - started

@@ -19,7 +19,7 @@ from seem_dagster.embeddings.cache import span_hash, text_hash
 from seem_dagster.episodic.extraction.interface import inputs_from_passages
 from seem_dagster.pipeline.embedding import KIND as EMBEDDINGS
 from seem_dagster.pipeline.extract import cache_name
-from seem_dagster.retrieval.index import fact_text, passage_text, pooled_fact_spans
+from seem_dagster.retrieval.index import fact_text, passage_spans, passage_text
 from seem_dagster.schemas import Entities, EventFrames, Facts, LlmCalls, Passages
 
 EXTRACTION, LLM = "extraction", "llm"
@@ -43,7 +43,7 @@ def live_keys(tables: dict[str, pl.DataFrame], config: SeemConfig) -> dict[str, 
     texts |= set(tables["entities"][Entities.name].to_list())
     vectors = {text_hash(t) for t in texts}
     spoken = {pid: passage_text(s, t) for pid, s, t in passages.select(Passages.passage_id, Passages.speaker, Passages.text).iter_rows()}
-    for pid, spans in pooled_fact_spans(passages, facts).items():
-        vectors |= {span_hash(spoken[pid], ranges) for _, ranges in spans}
+    for pid, spans in passage_spans(passages, facts).items():
+        vectors |= {span_hash(spoken[pid], ranges) for _, _, ranges in spans}
     replies = set(tables["llm_calls"][LlmCalls.key].to_list()) if "llm_calls" in tables else set()
     return {EXTRACTION: extraction, EMBEDDINGS: vectors, LLM: replies}

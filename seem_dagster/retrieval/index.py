@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import date
 from functools import cached_property
@@ -15,7 +16,9 @@ from seem_dagster.properties.vocabulary import name_property
 from seem_dagster.retrieval.lexical import Bm25
 from seem_dagster.schemas import Embeddings, Entities, Episodes, Facts, Passages, Properties
 
-PASSAGE, FACT = "passage", "fact"
+PASSAGE, FACT, SENTENCE = "passage", "fact", "sentence"
+# A sentence ends at ".", "!" or "?" followed by white space.
+SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+")
 
 
 def fact_text(subject: str, relation: str, obj: str) -> str:
@@ -59,6 +62,45 @@ def pooled_fact_spans(passages: pl.DataFrame, facts: pl.DataFrame) -> dict[str, 
     return out
 
 
+def sentence_spans(speaker: str, text: str) -> list[tuple[tuple[int, int], ...]]:
+    """The sentences of a passage as character ranges of passage_text(speaker, text), each with the
+    speaker's name (as a fact's span has it); none for a passage of one sentence, whose vector is the
+    passage's own. A remark made in passing ("Can you recommend some plants? By the way, my tank has 10
+    neon tetras") is diluted in the whole turn's vector and whole in its sentence's."""
+    shift = len(speaker) + 2  # past "speaker: "
+    pieces, start = [], 0
+    for cut in SENTENCE_BREAK.finditer(text):
+        if text[start:cut.start()].strip():
+            pieces.append((start, cut.start()))
+        start = cut.end()
+    if text[start:].strip():
+        pieces.append((start, len(text)))
+    if len(pieces) < 2:
+        return []
+    return [((0, len(speaker)), (a + shift, b + shift)) for a, b in pieces]
+
+
+def sentence_id(passage_id: str, n: int) -> str:
+    """The retrieval index's item id of a passage's ``n``-th sentence."""
+    return f"{passage_id}#{n}"
+
+
+def passage_spans(passages: pl.DataFrame, facts: pl.DataFrame, pooled_facts: bool = True
+                  ) -> dict[str, list[tuple[str, str, tuple[tuple[int, int], ...]]]]:
+    """passage id -> [(kind, item id, character ranges)] of everything pooled from the passage's
+    forward pass: its sentences and, with ``pooled_facts``, its facts (pooled_fact_spans). Every step
+    that embeds a passage asks for all of them, so no passage runs through the model twice."""
+    out: dict[str, list[tuple[str, str, tuple[tuple[int, int], ...]]]] = {}
+    if pooled_facts:
+        for pid, spans in pooled_fact_spans(passages, facts).items():
+            out[pid] = [(FACT, f, r) for f, r in spans]
+    for pid, speaker, text in passages.select(Passages.passage_id, Passages.speaker, Passages.text).iter_rows():
+        sentences = sentence_spans(speaker, text)
+        if sentences:
+            out.setdefault(pid, []).extend((SENTENCE, sentence_id(pid, n), r) for n, r in enumerate(sentences))
+    return out
+
+
 @dataclass
 class MemoryIndex:
     passages: pl.DataFrame
@@ -68,6 +110,8 @@ class MemoryIndex:
     graph: MemoryGraph
     passage_vectors: np.ndarray  # aligned with graph.passage_ids (= passages rows)
     fact_vectors: np.ndarray  # aligned with facts rows
+    sentence_vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 384), np.float32))  # passages of two sentences or more
+    sentence_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # each sentence's passage row
     entity_passages: dict[str, int] = field(default_factory=dict)
     episode_of: dict[str, int] = field(default_factory=dict)
     position: dict[str, int] = field(default_factory=dict)
@@ -251,6 +295,10 @@ class MemoryIndex:
         def stack(kind, item_ids):
             return np.stack([lookup[(kind, i)] for i in item_ids]).astype(np.float32) if item_ids else np.zeros((0, dim), np.float32)
 
+        position = {p: i for i, p in enumerate(passages[Passages.passage_id].to_list())}
+        sentences = [(position[pid], i) for k, i in lookup if k == SENTENCE and (pid := i.rpartition("#")[0]) in position]
+        sentences.sort()
+
         return cls(
             passages=passages,
             facts=facts,
@@ -259,7 +307,9 @@ class MemoryIndex:
             graph=graph,
             passage_vectors=stack(PASSAGE, passages[Passages.passage_id].to_list()),
             fact_vectors=stack(FACT, facts[Facts.fact_id].to_list()),
+            sentence_vectors=stack(SENTENCE, [i for _, i in sentences]),
+            sentence_rows=np.fromiter((r for r, _ in sentences), dtype=np.int64, count=len(sentences)),
             entity_passages={e: len(p) for e, p in zip(entities[Entities.entity_id].to_list(), entities[Entities.passage_ids].to_list())},
             episode_of={p: i for i, ps in enumerate(episodes[Episodes.passage_ids].to_list()) for p in ps},
-            position={p: i for i, p in enumerate(passages[Passages.passage_id].to_list())},
+            position=position,
         )

@@ -110,19 +110,33 @@ def passage_prior(
 ) -> np.ndarray:
     """Each passage's direct match with the question: dense cosine, plus ``unnamed_weight`` times the
     cosine of the question without the speakers' names (``unnamed``, when it named one), plus scaled
-    BM25 when configured, plus a share of the match of the question turn a passage replies to."""
+    BM25 when configured, plus a share of the match of the question turn a passage replies to, plus
+    ``sentence_weight`` times what its best sentence matches beyond the whole passage."""
     if not index.passage_vectors.shape[0]:
         return np.zeros(0)
-    prior = np.clip(index.passage_vectors @ question_vector, 0, None).astype(np.float64)
-    if config.unnamed_weight and unnamed is not None:
-        prior += config.unnamed_weight * np.clip(index.passage_vectors @ unnamed, 0, None)
+    own = _dense_match(index.passage_vectors, question_vector, unnamed, config)
+    prior = own.copy()
     weight = config.lexical_weight * (config.advice_lexical if advice else 1.0)
     if weight and question:
         lexical = index.lexical(config.lexical_stems).scores(question).astype(np.float64)
         top = lexical.max()
         if top > 0:
             prior += weight * lexical / top
-    return inherit_replies(prior, index.answers_to, config.answer_share)
+    prior = inherit_replies(prior, index.answers_to, config.answer_share)
+    if config.sentence_weight and index.sentence_rows.shape[0]:
+        best = np.zeros(len(own))
+        np.maximum.at(best, index.sentence_rows, _dense_match(index.sentence_vectors, question_vector, unnamed, config))
+        prior += config.sentence_weight * np.clip(best - own, 0, None)
+    return prior
+
+
+def _dense_match(vectors: np.ndarray, question: np.ndarray, unnamed: np.ndarray | None, config: RetrievalConfig) -> np.ndarray:
+    """Each vector's cosine with the question (negative as 0), plus ``unnamed_weight`` times its cosine
+    with the question without the speakers' names."""
+    match = np.clip(vectors @ question, 0, None).astype(np.float64)
+    if config.unnamed_weight and unnamed is not None:
+        match += config.unnamed_weight * np.clip(vectors @ unnamed, 0, None)
+    return match
 
 
 def inherit_replies(scores: np.ndarray, answers_to: np.ndarray, share: float) -> np.ndarray:

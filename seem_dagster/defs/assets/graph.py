@@ -63,7 +63,7 @@ def build_graph(context: AssetExecutionContext, facts: pl.DataFrame, passages: p
     partitions_def=conversations,
     ins={"passages": AssetIn(), "facts": AssetIn()},
     group_name=GROUP, kinds=KINDS | {"pytorch"}, io_manager_key="snapshot_io_manager",
-    description="Embeddings of passages and facts (one table, by item kind): what queries score.",
+    description="Embeddings of passages, their sentences and facts (one table, by item kind): what queries score.",
     check_specs=check_specs("retrieval_index"),
 )
 def retrieval_index(context: AssetExecutionContext, passages: pl.DataFrame, facts: pl.DataFrame, seem: ResourceParam[SeemConfig]):
