@@ -135,7 +135,8 @@ def _dense_match(vectors: np.ndarray, question: np.ndarray, unnamed: np.ndarray 
     """Each vector's cosine with the question (negative as 0), plus ``unnamed_weight`` times its cosine
     with the question without the speakers' names. ``threads=False``: by einsum, not BLAS, for a matrix
     past the size where OpenBLAS splits a product over threads: waking them beside the question
-    encoder's threads cost some queries 70-100 ms (docs/experiments.md), einsum a tenth of a millisecond."""
+    encoder's threads stalls a query on a small machine far longer than einsum's single pass takes
+    (docs/experiments.md has the figures)."""
     def dot(q):
         return vectors @ q if threads else np.einsum("ij,j->i", vectors, q)
 
