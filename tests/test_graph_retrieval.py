@@ -246,13 +246,40 @@ def test_rpe_brings_the_reply_to_an_expanded_question():
     assert str(ranked[2].reason) == "same-session neighbour of anchor D1:0"
     plain = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), RetrievalConfig(**base, rpe_follow_reply=False)).ranked
     assert [r.passage_id for r in plain] == ["p0", "p1", "p3", "p2"]
-    # A question that asks for several things keeps the ranking without RPE, unless list_breadth is off.
+    # With list_top_passages_rpe 0, a question that asks for several things keeps the ranking without RPE,
+    # unless list_breadth is off.
     walked = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), RetrievalConfig(**base, use_rpe=False)).ranked
-    listed = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), RetrievalConfig(**base), several=True)
+    listed = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), RetrievalConfig(**base, list_top_passages_rpe=0), several=True)
     assert [r.passage_id for r in listed.ranked] == [r.passage_id for r in walked] != [r.passage_id for r in ranked]
     assert listed.episodes == []
     on_lists = retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), RetrievalConfig(**base, list_breadth=False), several=True).ranked
     assert [r.passage_id for r in on_lists] == ["p0", "p1", "p2", "p3"]
+
+
+def test_a_list_question_has_only_its_best_match_expanded():
+    # Three sessions: the best match (p0) and the second (p3) each open a session whose next turn
+    # (p1, p4) matches little on its own; p6, in a third session, matches better than either.
+    sessions = [0, 0, 0, 1, 1, 1, 2]
+    p = table(Passages, [
+        {"passage_id": f"p{i}", "conversation_id": "c", "session_id": f"s{k}", "session_index": k, "turn_index": i,
+         "speaker": "Ann", "text": f"turn {i}", "timestamp": T, "source_ref": f"D{k + 1}:{i}"}
+        for i, k in enumerate(sessions)
+    ])
+    f = facts([])
+    vecs = [unit(1), unit(0.2, 1), unit(0, 0, 1), unit(0.9, 0.3), unit(0.1, 1), unit(0, 0, 0, 1), unit(0.5, 0, 0, 1)]
+    vectors = embeddings_frame(PASSAGE, p["passage_id"].to_list(), np.stack(vecs), "hand", DIM)
+    idx = MemoryIndex.from_tables(p, f, entities_from_facts(f), episodes([[f"p{i}"] for i in range(7)]), graph_edges(f, []), vectors)
+    base = dict(top_passages_rpe=2, rpe_max_per_episode=1, rpe_turn_window=1, lexical_weight=0.0, answer_share=0.0,
+                rpe_after=2, rpe_scope="session")
+
+    def order(several, **settings):
+        return [r.passage_id for r in retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), RetrievalConfig(**base, **settings),
+                                               several=several).ranked][:5]
+    assert order(False, use_rpe=False) == ["p0", "p3", "p6", "p1", "p4"]  # the walk's ranking
+    assert order(False) == ["p0", "p3", "p1", "p4", "p6"]  # both top passages bring their next turn
+    assert order(True) == ["p0", "p3", "p1", "p6", "p4"]  # a list question: only the best match's
+    assert order(True, list_top_passages_rpe=0) == order(False, use_rpe=False)
+    assert order(True, list_breadth=False) == order(False)
 
 
 def test_a_proper_name_is_capitalised_inside_a_sentence():

@@ -164,8 +164,14 @@ class RetrievalConfig(Section):
     )
     list_breadth: bool = Field(
         True, description="a question that asks for several things (a plural noun after a leading what/which, or \"how many\") "
-        "skips RPE: its items are spread across sessions, and RPE would give the slots after the top five to its best match's "
-        "neighbours (costs a tagging of the question, about 1.4 ms; false: an ablation)"
+        "has RPE expand only its list_top_passages_rpe best matches: its items are spread across sessions, and expanding "
+        "each of the top passages would give the slots after the top five to their neighbours (costs a tagging of the "
+        "question, about 1.4 ms; false: such a question expanded as any other, an ablation)"
+    )
+    list_top_passages_rpe: int = Field(
+        1, ge=0, description="with list_breadth, the top passages that RPE expands for a question that asks for several things: "
+        "its best match's event comes back whole, the slots below keep the other items the walk found (0: none, the walk's "
+        "ranking kept whole, an ablation; docs/experiments.md has what each count did)"
     )
     top_passages_rpe: int = Field(2, ge=0, description="top passages that RPE expands")
     rpe_after: int = Field(

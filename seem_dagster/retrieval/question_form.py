@@ -2,10 +2,12 @@
 
 "What activities does Melanie partake in?", "Which cities has Jon visited?", "How many books did she
 read?": the answer is a list, and its items are usually in different sessions. Reverse Provenance
-Expansion places the best match's neighbouring turns after the top five, which is what a question
-with one answer needs (the answer sits beside the turn that matched) and what a list question does
-not (the slots go to one session instead of the other items the walk found). So a list question keeps
-the walk's ranking (RetrievalConfig.list_breadth).
+Expansion places the best matches' neighbouring turns after the top five, which is what a question
+with one answer needs (the answer sits beside the turn that matched) and what a list question needs
+only in part: its best match's event may hold an item in a neighbouring turn (the tank's fish named
+in the session's first turn, the later turns talking about the tank), but expanding each of the top
+matches gives the slots to their sessions instead of the other items the walk found. So a list
+question has only its best match expanded (RetrievalConfig.list_breadth, list_top_passages_rpe).
 """
 
 from __future__ import annotations

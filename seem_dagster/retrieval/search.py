@@ -172,8 +172,8 @@ def retrieve(
     rerankers: Mapping[str, RerankModel] | None = None,
 ) -> RetrievalResult:
     """``unnamed``: the vector of the question without the speakers' names (EncodedQuery.unnamed_vector).
-    ``several``: the question asks for several things (EncodedQuery.several); with ``list_breadth`` it
-    keeps the walk's ranking, without RPE (retrieval/question_form.py says why). ``window``: the days
+    ``several``: the question asks for several things (EncodedQuery.several); with ``list_breadth`` RPE
+    expands only its ``list_top_passages_rpe`` best matches (retrieval/question_form.py says why). ``window``: the days
     the question is about; ``latest``: it asks what holds now; ``advice``: it asks for advice
     (EncodedQuery's fields; each used when its setting is on). ``rerankers``: the reranker's model for
     a base ranking ("seem", "prior"), where not the bundled one (the evaluation's held-out folds)."""
@@ -220,8 +220,9 @@ def retrieve(
     if latest and config.latest_first:
         ranked = latest_first(index, ranked, config)
     used: list[int] = []
-    if config.use_rpe and not (several and config.list_breadth):
-        ranked, used = expand(index, ranked, config)
+    listed = several and config.list_breadth
+    if config.use_rpe and not (listed and not config.list_top_passages_rpe):
+        ranked, used = expand(index, ranked, config, config.list_top_passages_rpe if listed else None)
     signals = Signals(direct, keys, fact_scores if keys is not None else None)
     if config.rerank:
         ranked = rerank(index, ranked, signals, question_text or "", several, config, rerankers)
@@ -317,18 +318,20 @@ def rank_by_mass(mass: np.ndarray, prior: np.ndarray, tie: float = PAGERANK_TIE)
     return np.lexsort((-prior, group))
 
 
-def expand(index: MemoryIndex, ranked: list[Ranked], config: RetrievalConfig) -> tuple[list[Ranked], list[int]]:
-    """Reverse Provenance Expansion: each of the top ``top_passages_rpe`` passages brings the nearest
-    turns of its episode or session, the turns that share a rare proper name with it, and the replies
-    to those that ask something. An expansion is kept when the walk ranks it within ``rpe_within``
+def expand(index: MemoryIndex, ranked: list[Ranked], config: RetrievalConfig, anchors: int | None = None,
+           ) -> tuple[list[Ranked], list[int]]:
+    """Reverse Provenance Expansion: each of the top ``anchors`` passages (``top_passages_rpe`` unless
+    given) brings the nearest turns of its episode or session, the turns that share a rare proper name
+    with it, and the replies to those that ask something. An expansion is kept when the walk ranks it within ``rpe_within``
     and below the first ``rpe_after`` passages, after which the kept ones are placed, anchor by
     anchor (never before their anchor)."""
-    head = ranked[: max(config.rpe_after, config.top_passages_rpe)]
+    anchors = config.top_passages_rpe if anchors is None else anchors
+    head = ranked[: max(config.rpe_after, anchors)]
     rank_of = {r.passage_id: i for i, r in enumerate(ranked)}
     taken = {r.passage_id for r in head}
     expansions: list[Ranked] = []
     used: list[int] = []
-    for anchor in ranked[: config.top_passages_rpe]:
+    for anchor in ranked[:anchors]:
         brought, episode = _expansions(index, anchor, taken, config)
         taken |= {b.passage_id for b in brought}
         kept = [b for b in brought if rank_of.get(b.passage_id, len(ranked)) < config.rpe_within]
