@@ -173,9 +173,9 @@ def retrieve(
 ) -> RetrievalResult:
     """``unnamed``: the vector of the question without the speakers' names (EncodedQuery.unnamed_vector).
     ``several``: the question asks for several things (EncodedQuery.several); with ``list_breadth`` RPE
-    expands only its ``list_top_passages_rpe`` best matches (retrieval/question_form.py says why). ``window``: the days
-    the question is about; ``latest``: it asks what holds now; ``advice``: it asks for advice
-    (EncodedQuery's fields; each used when its setting is on). ``rerankers``: the reranker's model for
+    expands only its ``list_top_passages_rpe`` best matches (retrieval/question_form.py says why).
+    ``window``: the days the question is about; ``latest``: it asks what holds now; ``advice``: it asks
+    for advice (EncodedQuery's fields; each used when its setting is on). ``rerankers``: the reranker's model for
     a base ranking ("seem", "prior"), where not the bundled one (the evaluation's held-out folds)."""
     if not config.query_facts:
         query_facts = query_facts[:0]
@@ -322,9 +322,9 @@ def expand(index: MemoryIndex, ranked: list[Ranked], config: RetrievalConfig, an
            ) -> tuple[list[Ranked], list[int]]:
     """Reverse Provenance Expansion: each of the top ``anchors`` passages (``top_passages_rpe`` unless
     given) brings the nearest turns of its episode or session, the turns that share a rare proper name
-    with it, and the replies to those that ask something. An expansion is kept when the walk ranks it within ``rpe_within``
-    and below the first ``rpe_after`` passages, after which the kept ones are placed, anchor by
-    anchor (never before their anchor)."""
+    with it, and the replies to those that ask something. An expansion is kept when the walk ranks it
+    within ``rpe_within`` and below the first ``rpe_after`` passages, after which the kept ones are
+    placed, anchor by anchor (never before their anchor)."""
     anchors = config.top_passages_rpe if anchors is None else anchors
     head = ranked[: max(config.rpe_after, anchors)]
     rank_of = {r.passage_id: i for i, r in enumerate(ranked)}
