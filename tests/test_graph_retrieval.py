@@ -273,13 +273,15 @@ def test_a_list_question_has_only_its_best_match_expanded():
                 rpe_after=2, rpe_scope="session")
 
     def order(several, **settings):
-        return [r.passage_id for r in retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), RetrievalConfig(**base, **settings),
+        return [r.passage_id for r in retrieve(idx, unit(1), np.zeros((0, DIM), np.float32), RetrievalConfig(**{**base, **settings}),
                                                several=several).ranked][:5]
     assert order(False, use_rpe=False) == ["p0", "p3", "p6", "p1", "p4"]  # the walk's ranking
     assert order(False) == ["p0", "p3", "p1", "p4", "p6"]  # both top passages bring their next turn
     assert order(True) == ["p0", "p3", "p1", "p6", "p4"]  # a list question: only the best match's
     assert order(True, list_top_passages_rpe=0) == order(False, use_rpe=False)
     assert order(True, list_breadth=False) == order(False)
+    assert order(True, list_top_passages_rpe=2) == order(True, list_top_passages_rpe=5) == order(False)  # capped at top_passages_rpe
+    assert order(True, top_passages_rpe=1, list_top_passages_rpe=2) == order(True)
 
 
 def test_a_proper_name_is_capitalised_inside_a_sentence():

@@ -169,9 +169,11 @@ class RetrievalConfig(Section):
         "question, about 1.4 ms; false: such a question expanded as any other, an ablation)"
     )
     list_top_passages_rpe: int = Field(
-        1, ge=0, description="with list_breadth, the top passages that RPE expands for a question that asks for several things: "
-        "its best match's event comes back whole, the slots below keep the other items the walk found (0: none, the walk's "
-        "ranking kept whole, an ablation; docs/experiments.md has what each count did)"
+        1, ge=0, description="with list_breadth, the top passages that RPE expands for a question that asks for several things "
+        "(at most top_passages_rpe): the best match brings its nearest turns, name links and replies, as any question's "
+        "anchors do, and the replies to questions among the top rpe_after follow; the other items the walk found keep their "
+        "order after those (0: no RPE for such a question, the walk's ranking kept, an ablation; docs/experiments.md has "
+        "what each count did)"
     )
     top_passages_rpe: int = Field(2, ge=0, description="top passages that RPE expands")
     rpe_after: int = Field(

@@ -29,7 +29,8 @@ class EncodedQuery:
     fact_vectors: np.ndarray
     # The question without the speakers' names (None when it names none): see without_speakers.
     unnamed_vector: np.ndarray | None = None
-    # The question asks for several things (question_form.asks_for_several): RPE leaves it alone.
+    # The question asks for several things (question_form.asks_for_several): RPE expands only its best
+    # match (RetrievalConfig.list_top_passages_rpe).
     several: bool = False
     # The days the question is about (question_time), when it names a time; never for a request for advice.
     window: Window | None = None

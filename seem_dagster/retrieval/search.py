@@ -173,7 +173,8 @@ def retrieve(
 ) -> RetrievalResult:
     """``unnamed``: the vector of the question without the speakers' names (EncodedQuery.unnamed_vector).
     ``several``: the question asks for several things (EncodedQuery.several); with ``list_breadth`` RPE
-    expands only its ``list_top_passages_rpe`` best matches (retrieval/question_form.py says why).
+    expands only its ``list_top_passages_rpe`` best matches, at most ``top_passages_rpe``
+    (retrieval/question_form.py says why).
     ``window``: the days the question is about; ``latest``: it asks what holds now; ``advice``: it asks
     for advice (EncodedQuery's fields; each used when its setting is on). ``rerankers``: the reranker's model for
     a base ranking ("seem", "prior"), where not the bundled one (the evaluation's held-out folds)."""
@@ -221,8 +222,9 @@ def retrieve(
         ranked = latest_first(index, ranked, config)
     used: list[int] = []
     listed = several and config.list_breadth
-    if config.use_rpe and not (listed and not config.list_top_passages_rpe):
-        ranked, used = expand(index, ranked, config, config.list_top_passages_rpe if listed else None)
+    anchors = min(config.list_top_passages_rpe, config.top_passages_rpe) if listed else None
+    if config.use_rpe and not (listed and not anchors):
+        ranked, used = expand(index, ranked, config, anchors)
     signals = Signals(direct, keys, fact_scores if keys is not None else None)
     if config.rerank:
         ranked = rerank(index, ranked, signals, question_text or "", several, config, rerankers)
