@@ -32,17 +32,17 @@ from pathlib import Path
 
 import numpy as np
 
-from seem_dagster import backends
+from seem_dagster import Memory
 from seem_dagster.config import resolve_standard
 from seem_dagster.evaluation.methods import method_config
 from seem_dagster.evaluation.metrics import is_abstention, normalise_locomo_evidence
 from seem_dagster.evaluation.sample import write_sample_as_locomo
 from seem_dagster.evaluation.scoring import locomo_category
-from seem_dagster.retrieval.load import load_index
-from seem_dagster.retrieval.query import encode_query, form_of
+from seem_dagster.retrieval.answer import rank
+from seem_dagster.retrieval.query import form_of
 from seem_dagster.retrieval.rerank import FACT_FEATURES, FEATURES, MODEL_PATH, RerankModel, fit, reorder
-from seem_dagster.retrieval.search import rerank_features, retrieve
-from seem_dagster.schemas import Passages, Questions
+from seem_dagster.retrieval.search import rerank_features
+from seem_dagster.schemas import Questions
 from seem_dagster.store.snapshot import read_table, table_path
 from seem_dagster.store.sources import registered_conversations
 
@@ -54,31 +54,36 @@ def collect(store: str, base_method: str, depth: int, benchmark: str = "locomo")
     """Per question: its conversation, category (LongMemEval: question type), the features and labels of
     its top ``depth`` passages, and the refs of its whole ranking (LongMemEval: its user turns, which
     its turn recall counts; abstention questions left out)."""
-    config = resolve_standard().config
-    retrieval = method_config(config.retrieval.replace(rerank=False), base_method)
-    embedder = backends.embedder(config.extraction.embedder)
     rows = []
-    for cid in registered_conversations(store):
-        index = load_index(store, cid)
-        questions = read_table(table_path(store, "questions", cid))
-        refs = index.source_refs
-        latest = index.passages[Passages.timestamp].max()
-        for q in questions.iter_rows(named=True):
-            if benchmark == "longmemeval" and is_abstention(q[Questions.question_id]):
-                continue
-            gold = (normalise_locomo_evidence(q[Questions.evidence], set(refs.values())) if benchmark == "locomo"
-                    else list(q[Questions.evidence]))
-            several = form_of(q[Questions.question], config.retrieval)
-            query = encode_query(q[Questions.question], q[Questions.question_date] or latest, None, embedder, cid, facts=[],
-                                 speakers=index.speakers, several=several)
-            result = retrieve(index, query.vector, query.fact_vectors, retrieval, question_text=query.question,
-                              unnamed=query.unnamed_vector, several=several)
-            head = result.ranked[:depth]
-            ranking = [refs[r.passage_id] for r in result.ranked]
-            category = locomo_category(q[Questions.category]) if benchmark == "locomo" else (q[Questions.category] or "none")
-            rows.append({"benchmark": benchmark, "conversation": cid, "category": category, "gold": gold, "ranking": ranking,
-                         "features": rerank_features(index, head, result.signals, query.question, several),
-                         "labels": np.array([ref in gold for ref in ranking[:depth]], dtype=np.float64)})
+    with Memory.open(store) as memory:  # the question read and ranked as `Memory.search` and `seem eval` do
+        retrieval = method_config(memory.config.retrieval.replace(rerank=False), base_method)
+        for cid in registered_conversations(store):
+            rows += _collect_conversation(memory, cid, retrieval, depth, benchmark)
+            memory.unload(cid)
+    return rows
+
+
+def _collect_conversation(memory: Memory, cid: str, retrieval, depth: int, benchmark: str) -> list[dict]:
+    rows = []
+    index = memory.index(cid)
+    questions = read_table(table_path(memory.store, "questions", cid))
+    refs = index.source_refs
+    for q in questions.iter_rows(named=True):
+        if benchmark == "longmemeval" and is_abstention(q[Questions.question_id]):
+            continue
+        gold = (normalise_locomo_evidence(q[Questions.evidence], set(refs.values())) if benchmark == "locomo"
+                else list(q[Questions.evidence]))
+        # Whether it asks for several things, read as when reranking is on (a reranker feature).
+        several = form_of(q[Questions.question], memory.config.retrieval.replace(rerank=True))
+        # The question's facts parsed as a query parses them (they are encoded in its forward pass).
+        query = memory.encode(cid, q[Questions.question], q[Questions.question_date], several=several)
+        result = rank(index, query, retrieval)
+        head = result.ranked[:depth]
+        ranking = [refs[r.passage_id] for r in result.ranked]
+        category = locomo_category(q[Questions.category]) if benchmark == "locomo" else (q[Questions.category] or "none")
+        rows.append({"benchmark": benchmark, "conversation": cid, "category": category, "gold": gold, "ranking": ranking,
+                     "features": rerank_features(index, head, result.signals, query.question, several),
+                     "labels": np.array([ref in gold for ref in ranking[:depth]], dtype=np.float64)})
     return rows
 
 
