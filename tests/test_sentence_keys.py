@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from seem_dagster.retrieval.index import passage_text, sentence_id, sentence_spans
+from seem_dagster.retrieval.index import passage_text, sentence_id, sentence_passage, sentence_spans
 
 CID = "p"
 TURNS = [
@@ -36,6 +36,7 @@ def test_a_passage_of_several_sentences_has_one_span_per_sentence_with_the_speak
     assert all(whole[a:b] == "user" for (a, b), _ in spans)
     assert sentence_spans("user", "One sentence only, 2.5 kg of it.") == []  # its vector is the passage's own
     assert sentence_spans("user", "") == [] and sentence_id("conv:3", 1) == "conv:3#1"
+    assert sentence_passage(sentence_id("a#b", 12)) == "a#b"  # a passage id may hold the separator
 
 
 @pytest.mark.slow  # builds through Dagster

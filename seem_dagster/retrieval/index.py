@@ -85,6 +85,11 @@ def sentence_id(passage_id: str, n: int) -> str:
     return f"{passage_id}#{n}"
 
 
+def sentence_passage(item_id: str) -> str:
+    """The passage id of a sentence's item id (sentence_id's inverse)."""
+    return item_id.rpartition("#")[0]
+
+
 def passage_spans(passages: pl.DataFrame, facts: pl.DataFrame, pooled_facts: bool = True
                   ) -> dict[str, list[tuple[str, str, tuple[tuple[int, int], ...]]]]:
     """passage id -> [(kind, item id, character ranges)] of everything pooled from the passage's
@@ -110,7 +115,7 @@ class MemoryIndex:
     graph: MemoryGraph
     passage_vectors: np.ndarray  # aligned with graph.passage_ids (= passages rows)
     fact_vectors: np.ndarray  # aligned with facts rows
-    sentence_vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 384), np.float32))  # passages of two sentences or more
+    sentence_vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))  # passages of two sentences or more
     sentence_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # each sentence's passage row
     entity_passages: dict[str, int] = field(default_factory=dict)
     episode_of: dict[str, int] = field(default_factory=dict)
@@ -296,7 +301,7 @@ class MemoryIndex:
             return np.stack([lookup[(kind, i)] for i in item_ids]).astype(np.float32) if item_ids else np.zeros((0, dim), np.float32)
 
         position = {p: i for i, p in enumerate(passages[Passages.passage_id].to_list())}
-        sentences = [(position[pid], i) for k, i in lookup if k == SENTENCE and (pid := i.rpartition("#")[0]) in position]
+        sentences = [(position[pid], i) for k, i in lookup if k == SENTENCE and (pid := sentence_passage(i)) in position]
         sentences.sort()
 
         return cls(

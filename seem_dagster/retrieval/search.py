@@ -174,10 +174,10 @@ def retrieve(
     """``unnamed``: the vector of the question without the speakers' names (EncodedQuery.unnamed_vector).
     ``several``: the question asks for several things (EncodedQuery.several); with ``list_breadth`` RPE
     expands only its ``list_top_passages_rpe`` best matches, at most ``top_passages_rpe``
-    (retrieval/question_form.py says why).
-    ``window``: the days the question is about; ``latest``: it asks what holds now; ``advice``: it asks
-    for advice (EncodedQuery's fields; each used when its setting is on). ``rerankers``: the reranker's model for
-    a base ranking ("seem", "prior"), where not the bundled one (the evaluation's held-out folds)."""
+    (retrieval/question_form.py says why). ``window``: the days the question is about; ``latest``: it
+    asks what holds now; ``advice``: it asks for advice (EncodedQuery's fields; each used when its
+    setting is on). ``rerankers``: the reranker's model for a base ranking ("seem", "prior"), where not
+    the bundled one (the evaluation's held-out folds)."""
     if not config.query_facts:
         query_facts = query_facts[:0]
     direct = passage_prior(index, question, question_text, config, unnamed, advice=advice)
