@@ -5,14 +5,16 @@
 
 The store is one a `seem eval` run built: its memories and its questions. For `prior` and `seem`,
 each conversation is held out in turn, the settings are chosen on the others by coordinate ascent
-from the defaults over the grid below (prior: the prior's own settings; seem: those and the
-structure's), and the held-out questions are scored with the defaults and with the settings chosen
-without them (seem_dagster/evaluation/tuning.py). The pooled held-out figures say how much of a
+from the defaults over the grids below (prior: the prior's own settings; seem: those, the
+structure's and how it reads the question; ``--groups`` chooses among them), and the held-out
+questions are scored with the defaults and with the settings chosen without them
+(seem_dagster/evaluation/tuning.py). What the question's encoding fixes (its time window, its form,
+the names' composition) stays at the configured values: the grids hold settings of the ranking. The pooled held-out figures say how much of a
 tuned setting's gain is the method's and how much was fitted to the dev conversations, and what
 `seem` over `prior` is when each is tuned on its own. LongMemEval holds one question per haystack,
 so there it is leave-one-question-out. The metric: LoCoMo evidence recall@K, LongMemEval
-recall_all@K over turns or sessions (``--k``, default 10; ``--granularity``, default turn). The questions' vectors are encoded once; every setting ranks
-every question once.
+recall_all@K over turns or sessions (``--k``, default 10; ``--granularity``, default turn). The
+questions' vectors are encoded once; every setting ranks every question once.
 """
 
 from __future__ import annotations
@@ -38,8 +40,50 @@ PRIOR_GRID = {"lexical_weight": [0.25, 0.5, 0.75, 1.0], "unnamed_weight": [0.5, 
 STRUCTURE_GRID = {"fact_key_weight": [0.1, 0.2, 0.3, 0.4, 0.5], "min_fact_score": [0.25, 0.3, 0.35, 0.4],
                   "unnamed_fact_weight": [0.0, 0.25, 0.5, 1.0], "top_facts": [3, 5, 8], "damping": [0.3, 0.4, 0.5, 0.6],
                   "passage_share": [1.0, 2.0, 4.0], "top_passages_rpe": [1, 2, 3, 4], "rpe_after": [3, 4, 5, 6],
-                  "rpe_within": [20, 30, 40, 50]}
-GRIDS = {"prior": PRIOR_GRID, "seem": PRIOR_GRID | STRUCTURE_GRID}
+                  "rpe_within": [20, 30, 40, 50], "sentence_weight": [0.0, 0.25, 0.5, 0.75, 1.0],
+                  "list_top_passages_rpe": [0, 1, 2]}
+# What seem reads in the question (its time, its events, the latest, advice): the prior reads none of it.
+READING_GRID = {"time_weight": [0.0, 0.4, 0.8, 1.2, 1.6], "time_relative": [0.0, 0.25, 0.5, 1.0],
+                "time_calendar": [0.25, 0.5, 1.0], "time_fact_weight": [0.0, 0.15, 0.3, 0.6], "split_events": [False, True],
+                "latest_first": [False, True], "latest_depth": [5, 10, 20], "advice_lexical": [0.25, 0.5, 0.75, 1.0]}
+GROUPS = {"prior": PRIOR_GRID, "structure": STRUCTURE_GRID, "reading": READING_GRID}
+
+
+# The values the parts that read the question, the sentences and a list question's RPE had before
+# they were built (``--start before``): tuned from there, ties keep a part out, so the held-out figure
+# says what adopting each part on the other questions is worth on the one held out.
+BEFORE = {"time_weight": 0.0, "time_fact_weight": 0.0, "latest_first": False, "advice_lexical": 1.0, "sentence_weight": 0.0,
+          "list_top_passages_rpe": 0}
+
+
+def start_point(text: str, base: RetrievalConfig) -> dict[str, object]:
+    """``--start``: "before" (BEFORE), or name=value pairs, comma-separated, each a retrieval setting
+    read as its default's type; "" for none."""
+    if text == "before":
+        return dict(BEFORE)
+    changes: dict[str, object] = {}
+    for pair in filter(None, text.split(",")):
+        name, sep, value = pair.partition("=")
+        if not sep or name not in type(base).model_fields:
+            raise SystemExit(f"--start {pair!r}: expected name=value with a retrieval setting's name")
+        current = getattr(base, name)
+        changes[name] = value.lower() in ("1", "true", "yes") if isinstance(current, bool) else type(current)(value)
+    base.replace(**changes)  # the configuration's own checks
+    return changes
+
+
+def grids(groups=tuple(GROUPS)) -> dict[str, dict]:
+    """method -> its grid: `prior` tunes the prior's own settings (when the prior group is chosen), `seem`
+    every chosen group's; a setting's name among the groups stands for that setting alone (its grid's
+    values), which with ``--start`` measures one part."""
+    single = {name: values for grid in GROUPS.values() for name, values in grid.items()}
+    unknown = sorted(set(groups) - set(GROUPS) - set(single))
+    if unknown or not groups:
+        raise SystemExit(f"--groups takes {', '.join(GROUPS)} or settings of their grids; not {', '.join(unknown) or 'none'}")
+    seem: dict = {}
+    for group in groups:
+        seem.update(GROUPS[group] if group in GROUPS else {group: single[group]})
+    return {"prior": {k: v for k, v in PRIOR_GRID.items() if k in seem}, "seem": seem}
 
 
 def load_questions(memory: Memory, benchmark: str, base: RetrievalConfig, category: str | None = None,
@@ -86,21 +130,26 @@ def scorer(loaded, base, method: str, k: int):
 
 
 def tune(store: str, benchmark: str, k: int = 10, passes: int = 3, granularity: str = "turn", category: str | None = None,
-         say=print) -> dict:
-    """The held-out figures: per method (prior, seem) its folds and its pooled (defaults, tuned) recall;
-    ``say`` prints the lines the command prints."""
+         groups=tuple(GROUPS), start: dict | None = None, say=print) -> dict:
+    """The held-out figures: per method (prior, seem) its folds and its pooled (start, tuned) recall,
+    tuning the settings of ``groups`` (GROUPS' names) from the defaults with ``start``'s changes (the
+    questions are encoded as the defaults read them); ``say`` prints the lines the command prints."""
     memory = Memory.open(store)  # SEEM_CONFIG and SEEM_* variables choose the defaults
-    base = memory.config.retrieval
+    configured = memory.config.retrieval
+    base = configured.replace(**(start or {}))
     started = time.perf_counter()
-    loaded = load_questions(memory, benchmark, base, category, granularity)
+    loaded = load_questions(memory, benchmark, configured, category, granularity)
     if not loaded:
         raise SystemExit(f"{store}: no question of category {category!r}" if category else f"{store}: no question")
     questions = sum(len(e) for _, _, e in loaded)
     metric = f"recall@{k}" if benchmark == "locomo" else f"{granularity} recall_all@{k}"
     say(f"{benchmark}: {len(loaded)} conversations, {questions} {category + ' ' if category else ''}questions, "
-        f"{metric}; settings chosen on the others by coordinate ascent from the defaults (at most {passes} passes)")
+        f"{metric}; settings ({', '.join(groups)}) chosen on the others by coordinate ascent from "
+        f"{'the defaults' if not start else 'the defaults with ' + ', '.join(f'{n}={v}' for n, v in start.items())} "
+        f"(at most {passes} passes)")
     out = {"conversations": len(loaded), "questions": questions, "methods": {}}
-    for method, grid in GRIDS.items():
+    origin = "start" if start else "defaults"
+    for method, grid in grids(groups).items():
         scores = scorer(loaded, base, method, k)
         defaults = {name: getattr(base, name) for name in grid}
         folds = nested(scores, grid, defaults, passes)
@@ -108,15 +157,19 @@ def tune(store: str, benchmark: str, k: int = 10, passes: int = 3, granularity: 
         out["methods"][method] = {"default": default, "tuned": tuned, "folds": folds, "evaluated": len(scores.evaluated)}
         if benchmark == "locomo":  # LongMemEval's folds are single questions: their lines say little
             for f in folds:
-                chosen = " ".join(f"{n}={v}" for n, v in f.chosen.items()) or "(the defaults)"
-                say(f"  {method:<6} {f.held_out:<12} defaults {f.default:.3f}  tuned {f.tuned:.3f}  {chosen}")
+                chosen = " ".join(f"{n}={v}" for n, v in f.chosen.items()) or f"(the {origin})"
+                say(f"  {method:<6} {f.held_out:<12} {origin} {f.default:.3f}  tuned {f.tuned:.3f}  {chosen}")
         moved = {n: Counter(f.chosen[n] for f in folds if n in f.chosen) for n in grid}
-        say(f"{method}: held out, defaults {default:.4f}, tuned on the others {tuned:.4f} ({tuned - default:+.4f}); settings "
+        say(f"{method}: held out, {origin} {default:.4f}, tuned on the others {tuned:.4f} ({tuned - default:+.4f}); settings "
             f"evaluated {len(scores.evaluated)}; moved in folds (value x folds of {len(folds)}): "
             + ("; ".join(f"{n} " + ", ".join(f"{v} x{c}" for v, c in values.most_common()) for n, values in moved.items() if values)
                or "none"))
     prior, seem = out["methods"]["prior"], out["methods"]["seem"]
-    say(f"seem - prior on held-out questions: both at the defaults {seem['default'] - prior['default']:+.4f}; "
+    if start:
+        configured_seem = [score for _, score in scorer(loaded, configured, "seem", k)({})]
+        out["methods"]["seem"]["configured"] = sum(configured_seem) / len(configured_seem)
+        say(f"seem at the configured defaults (chosen on every dev question, the held-out one included): {out['methods']['seem']['configured']:.4f}")
+    say(f"seem - prior on held-out questions: both at the {origin} {seem['default'] - prior['default']:+.4f}; "
         f"each tuned without them {seem['tuned'] - prior['tuned']:+.4f}  ({time.perf_counter() - started:.0f} s)")
     return out
 
@@ -129,8 +182,16 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=3, help="coordinate-ascent passes at most")
     parser.add_argument("--granularity", choices=["turn", "session"], default="turn", help="LongMemEval's recall_all over turns or sessions")
     parser.add_argument("--category", help="tune and score only these questions, e.g. multi-hop (LoCoMo) or temporal-reasoning")
+    parser.add_argument("--groups", default=",".join(GROUPS),
+                        help=f"the settings tuned, comma-separated: groups ({', '.join(GROUPS)}) or single settings of their grids "
+                        "(default: every group)")
+    parser.add_argument("--start", default="", help="tune from the defaults with these changes: name=value pairs, "
+                        "comma-separated, or \"before\" (the question's time, the latest, advice, sentences and a list "
+                        "question's RPE off, as before they were built); ties keep the start")
     args = parser.parse_args()
-    tune(args.store, args.benchmark, args.k, args.passes, args.granularity, args.category)
+    memory_config = Memory.open(args.store).config.retrieval
+    tune(args.store, args.benchmark, args.k, args.passes, args.granularity, args.category,
+         tuple(g for g in args.groups.split(",") if g), start_point(args.start, memory_config))
 
 
 if __name__ == "__main__":

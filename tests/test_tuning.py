@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from seem_dagster import Memory
 from seem_dagster.cli import main
+from seem_dagster.config import RetrievalConfig
 from seem_dagster.evaluation.sample import write_sample_as_locomo
 from seem_dagster.evaluation.tuning import ascend, memoised, nested, pooled
 
@@ -74,7 +76,7 @@ def test_the_tuning_benchmark_scores_the_memory_as_seem_eval_does(tmp_path):
     data.append({**copy.deepcopy(data[0]), "sample_id": f"{data[0]['sample_id']}-again"})
     path.write_text(json.dumps(data))
     out = tmp_path / "out"
-    assert main(["eval", "locomo", "--data", str(path), "--out", str(out), "--quiet", "--methods", "prior,seem"]) == 0
+    assert main(["eval", "locomo", "--data", str(path), "--out", str(out), "--quiet", "--methods", "prior,seem,seem-no-time"]) == 0
     results = json.loads((out / "results.json").read_text())
     lines = []
     tuned = _tuning_benchmark().tune(str(out / "store"), "locomo", say=lines.append)
@@ -92,3 +94,37 @@ def test_the_tuning_benchmark_scores_the_memory_as_seem_eval_does(tmp_path):
     assert multi["questions"] == 6
     assert multi["methods"]["seem"]["default"] == pytest.approx(results["methods"]["seem"]["recall@10"]["by_category"]["1 multi-hop"],
                                                                 abs=5e-5)
+
+    # Tuned from a part switched off: the start is the evaluation's row without it, and the defaults'
+    # figure is printed beside it.
+    bench = _tuning_benchmark()
+    lines = []
+    start = bench.start_point("time_weight=0,time_fact_weight=0.0", Memory.open(str(out / "store")).config.retrieval)
+    timed = bench.tune(str(out / "store"), "locomo", groups=("time_weight", "time_fact_weight"), start=start, say=lines.append)
+    assert timed["methods"]["seem"]["default"] == pytest.approx(results["methods"]["seem-no-time"]["recall@10"]["overall"], abs=5e-5)
+    assert timed["methods"]["seem"]["configured"] == pytest.approx(results["methods"]["seem"]["recall@10"]["overall"], abs=5e-5)
+    assert timed["methods"]["seem"]["tuned"] >= timed["methods"]["seem"]["default"]
+    assert any(line.startswith("seem at the configured defaults") for line in lines)
+
+
+def test_the_tuning_benchmark_reads_its_start_and_its_groups():
+    bench = _tuning_benchmark()
+    base = RetrievalConfig()
+    assert bench.start_point("", base) == {}
+    assert bench.start_point("before", base) == bench.BEFORE
+    assert bench.start_point("latest_first=false,time_weight=0,top_facts=3", base) == {
+        "latest_first": False, "time_weight": 0.0, "top_facts": 3}
+    for bad in ("time_weight", "no_such_setting=1", "damping=2"):  # no value; not a setting; out of its range
+        with pytest.raises((SystemExit, ValueError)):
+            bench.start_point(bad, base)
+    # Every start "before" names lies on the grids, so a part can be tuned back in from it.
+    assert all(value in bench.grids()["seem"][name] for name, value in bench.BEFORE.items())
+    # A group stands for its grid, a setting's name for that setting alone; the prior tunes only its own.
+    assert bench.grids(("sentence_weight",)) == {"prior": {}, "seem": {"sentence_weight": bench.STRUCTURE_GRID["sentence_weight"]}}
+    assert bench.grids(("prior", "time_weight"))["prior"] == bench.PRIOR_GRID
+    assert set(bench.grids(("reading",))["seem"]) == set(bench.READING_GRID)
+    with pytest.raises(SystemExit):
+        bench.grids(("no_such_group",))
+    # Each grid holds its setting's default, so tuning from the defaults can keep them.
+    defaults = RetrievalConfig()
+    assert all(getattr(defaults, name) in values for name, values in bench.grids()["seem"].items())
