@@ -4,7 +4,7 @@ import pytest
 
 from seem_dagster.config import RetrievalConfig
 from seem_dagster.retrieval.query import form_of
-from seem_dagster.retrieval.question_form import asks_for_several, may_ask_for_several
+from seem_dagster.retrieval.question_form import asks_for_several, asks_latest, may_ask_for_several
 from seem_dagster.retrieval.question_tags import question_tags
 
 
@@ -46,3 +46,15 @@ def test_the_real_tagger_reads_the_form(question, several):
     assert form_of(question, RetrievalConfig()) is several
     assert form_of(question, RetrievalConfig(list_breadth=False)) is False  # not read when nothing uses it
     assert form_of(question, RetrievalConfig(use_rpe=False)) is False
+
+
+@pytest.mark.parametrize("question, latest", [
+    ("Which streaming service did I start using most recently?", True),
+    ("What is my current record in the league?", True),
+    ("Do I still go to the gym on Mondays?", True),
+    ("Can you suggest some accessories that would complement my current photography setup?", False),
+    ("I'm trying to decide whether to buy a NAS device now or wait. What do you think?", False),
+    ("What did I buy for the kitchen?", False),
+])
+def test_a_request_for_advice_does_not_ask_for_the_latest(question, latest):
+    assert asks_latest(question) is latest

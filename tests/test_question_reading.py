@@ -77,3 +77,14 @@ def test_a_month_named_without_its_year_counts_whole_not_as_a_time_counted_from_
     whole = top(store, "What did I start using in April?", "2023-06-09", 2, ON)
     counted = top(store, "What did I start using in April?", "2023-06-09", 2, {**ON, "time_calendar": 0.25})
     assert set(whole) <= april and not set(counted) <= april, (whole, counted)
+
+
+def test_a_request_for_advice_is_not_read_as_asking_for_the_latest(store):
+    # "current" or "now" in a request sets its scene: the streaming turns it matches keep the walk's
+    # order, where the same words in a question about what holds put the latest first.
+    for question in ("Can you recommend some documentaries on my current streaming service?",
+                     "Any tips for the streaming service I currently use?"):
+        assert top(store, question, "2023-06-10", 3, ON) == top(store, question, "2023-06-10", 3, {**ON, "latest_first": False})
+    asked = "Which streaming service do I currently use?"
+    assert top(store, asked, "2023-06-10", 3, {**ON, "latest_first": False})[0] != "t11"
+    assert top(store, asked, "2023-06-10", 3, ON)[0] == "t11"

@@ -231,7 +231,8 @@ class RetrievalConfig(Section):
         "the top"
     )
     latest_first: bool = Field(
-        True, description="a question about what holds now or happened last (\"most recently\", \"currently\", \"still\"): "
+        True, description="a question about what holds now or happened last (\"most recently\", \"currently\", \"still\"; "
+        "not a request for advice, whose \"my current setup\" sets the scene): "
         "among the top latest_depth passages, those stating what the best one states (a property of the same name) are "
         "reordered latest first, and a turn whose single-valued property was superseded brings the turn that superseded it"
     )
