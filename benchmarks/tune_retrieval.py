@@ -9,12 +9,14 @@ from the defaults over the grids below (prior: the prior's own settings; seem: t
 structure's and how it reads the question; ``--groups`` chooses among them), and the held-out
 questions are scored with the defaults and with the settings chosen without them
 (seem_dagster/evaluation/tuning.py). What the question's encoding fixes (its time window, its form,
-the names' composition) stays at the configured values: the grids hold settings of the ranking. The pooled held-out figures say how much of a
-tuned setting's gain is the method's and how much was fitted to the dev conversations, and what
-`seem` over `prior` is when each is tuned on its own. LongMemEval holds one question per haystack,
-so there it is leave-one-question-out. The metric: LoCoMo evidence recall@K, LongMemEval
-recall_all@K over turns or sessions (``--k``, default 10; ``--granularity``, default turn). The
-questions' vectors are encoded once; every setting ranks every question once.
+the names' composition) stays at the configured values: the grids hold settings of the ranking. The
+pooled held-out figures say how much of a tuned setting's gain is the method's and how much was
+fitted to the dev conversations, and what `seem` over `prior` is when each is tuned on its own.
+``--start`` tunes from a part switched off instead: what adopting it on the other questions earns on
+the held-out ones (e.g. ``--groups sentence_weight --start sentence_weight=0``). LongMemEval holds
+one question per haystack, so there it is leave-one-question-out. The metric: LoCoMo evidence
+recall@K, LongMemEval recall_all@K over turns or sessions (``--k``, default 10; ``--granularity``,
+default turn). The questions' vectors are encoded once; every setting ranks every question once.
 """
 
 from __future__ import annotations
