@@ -53,30 +53,34 @@ GROUPS = {"prior": PRIOR_GRID, "structure": STRUCTURE_GRID, "reading": READING_G
 
 # The values the parts that read the question, the sentences and a list question's RPE had before
 # they were built (``--start before``): tuned from there, ties keep a part out, so the held-out figure
-# says what adopting each part on the other questions is worth on the one held out.
+# says what adopting each part on the other questions is worth on the one held out. time_calendar
+# keeps its value (idle while the time weights are 0), and the question is still encoded as the
+# configuration reads it (an advice request names no window and asks for no latest).
 BEFORE = {"time_weight": 0.0, "time_fact_weight": 0.0, "latest_first": False, "advice_lexical": 1.0, "sentence_weight": 0.0,
           "list_top_passages_rpe": 0}
 
 
 def start_point(text: str, base: RetrievalConfig) -> dict[str, object]:
     """``--start``: "before" (BEFORE), or name=value pairs, comma-separated, each a retrieval setting
-    read as its default's type; "" for none."""
+    read and checked as the configuration reads it (``SEEM_RETRIEVAL_*`` the same); "" for none."""
     if text == "before":
         return dict(BEFORE)
-    changes: dict[str, object] = {}
+    raw: dict[str, str] = {}
     for pair in filter(None, text.split(",")):
         name, sep, value = pair.partition("=")
         if not sep or name not in type(base).model_fields:
             raise SystemExit(f"--start {pair!r}: expected name=value with a retrieval setting's name")
-        current = getattr(base, name)
-        changes[name] = value.lower() in ("1", "true", "yes") if isinstance(current, bool) else type(current)(value)
-    base.replace(**changes)  # the configuration's own checks
-    return changes
+        raw[name] = value
+    try:
+        read = base.replace(**raw)
+    except ValueError as error:  # pydantic's ValidationError: the setting's own type and range
+        raise SystemExit(f"--start {text!r}: {error}") from None
+    return {name: getattr(read, name) for name in raw}
 
 
 def grids(groups=tuple(GROUPS)) -> dict[str, dict]:
-    """method -> its grid: `prior` tunes the prior's own settings (when the prior group is chosen), `seem`
-    every chosen group's; a setting's name among the groups stands for that setting alone (its grid's
+    """method -> its grid: `prior` tunes those of the prior's own settings that are chosen (by the prior
+    group or by name), `seem` every chosen group's; a setting's name among the groups stands for that setting alone (its grid's
     values), which with ``--start`` measures one part."""
     single = {name: values for grid in GROUPS.values() for name, values in grid.items()}
     unknown = sorted(set(groups) - set(GROUPS) - set(single))
@@ -171,8 +175,9 @@ def tune(store: str, benchmark: str, k: int = 10, passes: int = 3, granularity: 
         configured_seem = [score for _, score in scorer(loaded, configured, "seem", k)({})]
         out["methods"]["seem"]["configured"] = sum(configured_seem) / len(configured_seem)
         say(f"seem at the configured defaults (chosen on every dev question, the held-out one included): {out['methods']['seem']['configured']:.4f}")
+    untuned = "" if grids(groups)["prior"] else " (prior: none of its settings among --groups, kept at the start)"
     say(f"seem - prior on held-out questions: both at the {origin} {seem['default'] - prior['default']:+.4f}; "
-        f"each tuned without them {seem['tuned'] - prior['tuned']:+.4f}  ({time.perf_counter() - started:.0f} s)")
+        f"each tuned without them {seem['tuned'] - prior['tuned']:+.4f}{untuned}  ({time.perf_counter() - started:.0f} s)")
     return out
 
 

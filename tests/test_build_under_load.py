@@ -10,6 +10,7 @@ multiple of the quiet one with the same memory.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -41,14 +42,15 @@ def build(source, store) -> float:
 
 
 # Spins until its parent is gone: a killed test run (no finally) must not leave loops eating the cores.
-BUSY_LOOP = "import os\nparent = os.getppid()\nwhile os.getppid() == parent:\n    pass"
+# The parent's pid comes in argv, not from getppid(): a parent killed before the child starts is seen.
+BUSY_LOOP = "import os, sys\nparent = int(sys.argv[1])\nwhile os.getppid() == parent:\n    pass"
 
 
 @pytest.mark.skipif(cores() < 2, reason="the helper only runs with two cores or more")
 def test_three_conversations_build_beside_two_busy_loops_within_a_bounded_multiple_of_quiet_time(tmp_path):
     source = three_conversations(tmp_path / "three.jsonl")
     quiet = build(source, tmp_path / "quiet")
-    loops = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) for _ in range(cores())]
+    loops = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP, str(os.getpid())]) for _ in range(cores())]
     try:
         loaded = build(source, tmp_path / "loaded")
     finally:
