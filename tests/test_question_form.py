@@ -1,10 +1,12 @@
 """Whether a question asks for several things: the rule by hand, then on the real tagger."""
 
+from datetime import datetime
+
 import pytest
 
 from seem_dagster.config import RetrievalConfig
-from seem_dagster.retrieval.query import form_of
-from seem_dagster.retrieval.question_form import asks_for_several, asks_latest, may_ask_for_several
+from seem_dagster.retrieval.query import form_of, read_question
+from seem_dagster.retrieval.question_form import asks_advice, asks_for_several, may_ask_for_several
 from seem_dagster.retrieval.question_tags import question_tags
 
 
@@ -57,4 +59,10 @@ def test_the_real_tagger_reads_the_form(question, several):
     ("What did I buy for the kitchen?", False),
 ])
 def test_a_request_for_advice_does_not_ask_for_the_latest(question, latest):
-    assert asks_latest(question) is latest
+    assert read_question(question, datetime(2024, 5, 1))[1:] == (latest, asks_advice(question))
+
+
+def test_a_request_for_advice_reads_no_time():
+    asked = datetime(2024, 5, 1)
+    assert read_question("What did I buy last week?", asked)[0] is not None
+    assert read_question("Can you suggest a recipe like the one I cooked last week?", asked) == (None, False, True)

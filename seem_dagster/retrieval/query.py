@@ -103,13 +103,24 @@ def encode_query(
             own = composed_vector(unnamed_vector, [_name_vector(embedder, n) for n in named_speakers(text, speakers)], compose_names)
         encoded.append((own, unnamed_vector, np.stack([next(vectors) for _ in fact_texts]) if i == 0 and fact_texts
                         else np.zeros((0, len(own)), dtype=np.float32)))
-    advice = asks_advice(question)
+    window, latest, advice = read_question(question, date)
     own, unnamed_vector, fact_vectors = encoded[0]
-    query = EncodedQuery(question, date, own, facts, fact_vectors, unnamed_vector, several,
-                         None if advice else question_window(question, date), latest=asks_latest(question), advice=advice)
+    query = EncodedQuery(question, date, own, facts, fact_vectors, unnamed_vector, several, window, latest=latest, advice=advice)
     for (event, _), (own, unnamed_vector, none) in zip(forms[1:], encoded[1:]):
-        query.parts.append(EncodedQuery(event, date, own, [], none, unnamed_vector, False, query.window, latest=asks_latest(event)))
+        query.parts.append(EncodedQuery(event, date, own, [], none, unnamed_vector, False, window,
+                                        latest=not advice and asks_latest(event)))
     return query
+
+
+def read_question(question: str, date: datetime) -> tuple[Window | None, bool, bool]:
+    """(window, latest, advice): the days the question is about, whether it asks what holds now or
+    happened last, whether it asks for advice. A request for advice reads no time at all: in "suggest
+    accessories for my current camera setup" or "should I buy a NAS now or wait?" the time words set
+    the scene of the request, and the sessions that match it are neither of those days nor statements
+    of one thing to put latest first."""
+    if asks_advice(question):
+        return None, False, True
+    return question_window(question, date), asks_latest(question), False
 
 
 def composed_vector(unnamed: np.ndarray, names: list[np.ndarray], weight: float) -> np.ndarray:

@@ -68,12 +68,9 @@ ADVICE = re.compile(r"\b(?:can|could|would|will) you (?:please )?(?:recommend|su
 
 
 def asks_latest(question: str) -> bool:
-    """Whether the question asks what holds now or happened last (the latest statement answers it).
-    A request for advice does not, whatever it says: in "suggest accessories for my current camera
-    setup" or "should I buy a NAS now or wait?" the time word sets the scene of the request, and the
-    sessions that match it are not statements of one thing to be put latest first (as it names no
-    window either: query.encode_query)."""
-    return bool(LATEST.search(question)) and not asks_advice(question)
+    """Whether the question's words ask what holds now or happened last (the latest statement answers
+    it); a request for advice is read otherwise (query.read_question)."""
+    return bool(LATEST.search(question))
 
 
 def asks_advice(question: str) -> bool:
