@@ -61,6 +61,18 @@ def test_a_discourse_marker_is_no_fact_and_a_typed_date_is_a_date():
 
 
 
+def test_the_other_ways_of_saying_a_time_date_what_was_done():
+    """"the week before last", "mid-March", "over the holidays", "summer 2021": each dates its fact."""
+    said = datetime(2023, 5, 30, 15, 10)  # a Tuesday
+    texts = ["We hiked Mount Tam the week before last.", "I bought a kayak in mid-March.",
+             "I baked gingerbread cookies over the holidays.", "We drove to Italy in summer 2021."]
+    results = backends.extractor().extract([PassageInput(passage_id=f"p{i}", conversation_id="c", speaker="Ana", text=t,
+                                                         timestamp=said) for i, t in enumerate(texts)])
+    times = {f.relation: f.time for r in results for f in r.facts}
+    assert times == {"hike": "2023-05-15/2023-05-21", "buy": "2023-03-11/2023-03-21", "bake": "2022-12-20/2023-01-02",
+                     "drive to": "2021-06-01/2021-08-31"}, times
+
+
 def test_clauses_told_in_passing_give_their_facts():
     """A clause of time and a gerund after a preposition each tell of an event; a bare "it" gives way to
     the prepositional object, and an amount's "of" phrase is the thing. A conditional clause does not."""

@@ -36,6 +36,36 @@ SAT = datetime(2023, 3, 11, 15, 47)  # a Saturday
     ("Where did I travel between June and August?", datetime(2023, 10, 1), date(2023, 6, 1), date(2023, 8, 31)),
     ("What did I start in late January?", SAT, date(2023, 1, 21), date(2023, 1, 31)),
     ("Which museum did I visit on 2/8?", SAT, date(2023, 2, 8), date(2023, 2, 8)),
+    # Other ways of saying such times.
+    ("What did I buy a fortnight ago?", SAT, date(2023, 2, 21), date(2023, 3, 1)),
+    ("What did I cook three days back?", SAT, date(2023, 3, 8), date(2023, 3, 8)),
+    ("What did I buy a couple weeks ago?", SAT, date(2023, 2, 20), date(2023, 3, 2)),  # 25 Feb, give or take five days
+    ("What did I do this past weekend?", SAT, date(2023, 3, 4), date(2023, 3, 5)),  # today's weekend is not over
+    ("What did I do over the past weekend?", datetime(2023, 3, 13), date(2023, 3, 11), date(2023, 3, 12)),
+    ("Who did I meet this Saturday?", SAT, date(2023, 3, 11), date(2023, 3, 11)),  # a weekday that is today
+    ("What did I buy this Monday?", SAT, date(2023, 3, 6), date(2023, 3, 6)),
+    ("What did I do two Fridays ago?", SAT, date(2023, 3, 3), date(2023, 3, 3)),
+    ("What did I do the Sunday before last?", SAT, date(2023, 2, 26), date(2023, 2, 26)),
+    ("What did I do the week before last?", SAT, date(2023, 2, 20), date(2023, 2, 26)),
+    ("What did I read the previous month?", SAT, date(2023, 2, 1), date(2023, 2, 28)),
+    ("What did I buy in mid-February?", SAT, date(2023, 2, 11), date(2023, 2, 21)),
+    ("What did I buy in late March?", SAT, date(2022, 3, 21), date(2022, 3, 31)),  # this March's end is to come
+    ("What did I do at the end of last month?", SAT, date(2023, 2, 18), date(2023, 2, 28)),
+    ("What did I start at the beginning of the year?", SAT, date(2023, 1, 1), date(2023, 2, 28)),
+    ("What did I finish at the end of the year?", SAT, date(2022, 11, 1), date(2022, 12, 31)),  # asked in March: last year's
+    ("What did I cook on the 5th?", SAT, date(2023, 3, 5), date(2023, 3, 5)),
+    ("What did I do on the 31st?", SAT, date(2023, 1, 31), date(2023, 1, 31)),  # February has none
+    ("What did I do on the 29th?", datetime(2024, 3, 10), date(2024, 2, 29), date(2024, 2, 29)),  # a leap year
+    ("What did I do on the 29th?", datetime(2023, 3, 10), date(2023, 1, 29), date(2023, 1, 29)),
+    ("Where did I travel in the summer?", datetime(2023, 10, 1), date(2023, 6, 1), date(2023, 8, 31)),
+    ("Where did I ski this winter?", datetime(2023, 1, 15), date(2022, 12, 1), date(2023, 1, 15)),  # begun, not over
+    ("Which state did I visit in summer 2021?", SAT, date(2021, 6, 1), date(2021, 8, 31)),
+    ("Where was I last Christmas?", datetime(2023, 12, 1), date(2022, 12, 25), date(2022, 12, 25)),
+    ("What did I bake over the holidays?", datetime(2023, 1, 10), date(2022, 12, 20), date(2023, 1, 2)),
+    ("How many runs have I done since February?", SAT, date(2023, 2, 1), date(2023, 3, 11)),
+    ("What did I plant in the spring of 2020?", SAT, date(2020, 3, 1), date(2020, 5, 31)),
+    ("What did I do on the 15th in February?", SAT, date(2023, 2, 1), date(2023, 2, 28)),  # the month said, not the last 15th
+    ("What did I buy at the end of the month?", SAT, date(2023, 2, 18), date(2023, 2, 28)),  # this month's end is to come
 ])
 def test_each_expression_kind_resolves_to_its_window(question, asked, first, last):
     window = question_window(question, asked)
@@ -45,10 +75,13 @@ def test_each_expression_kind_resolves_to_its_window(question, asked, first, las
 def test_a_time_that_names_the_calendar_is_told_from_one_counted_from_the_question_date():
     for question in ("Which museum did I visit on 2/8/2023?", "Which museum did I visit on 2/8?", "Where did I go in February?",
                      "What happened on March 5th?", "Where was I on Thanksgiving?", "What did I start in late January?",
-                     "Where did I travel between June and August?", "What did I do on 16 June, 2023?"):
+                     "Where did I travel between June and August?", "What did I do on 16 June, 2023?",
+                     "What did I cook on the 5th?", "Where did I travel in the summer?", "Where was I last Christmas?",
+                     "How many runs have I done since February?"):
         assert question_window(question, SAT).calendar, question
     for question in ("What did I buy 10 days ago?", "Who did I meet last Saturday?", "What did I do last week?",
-                     "How many books have I read this year?", "What did I cook recently?", "What did I buy in the past two months?"):
+                     "How many books have I read this year?", "What did I cook recently?", "What did I buy in the past two months?",
+                     "What did I buy a fortnight ago?", "What did I do this past weekend?", "What did I do the week before last?"):
         assert not question_window(question, SAT).calendar, question
 
 
@@ -78,6 +111,11 @@ def test_vaguer_expressions_are_wider_and_less_sure():
     "How many days passed between the day I replaced my spark plugs and the day I washed the car?",
     "May I ask what my favourite marketing book is?",
     "What is my current record in the recreational volleyball league?",
+    "Which restaurant is on the 15th floor?",  # an ordinal that is not a day
+    "What aspect of autumn does Andrew find beautiful?",  # a season that is not a time
+    "What are Caroline's plans for the summer?",  # a plan: no past season to look in
+    "What did I do on the 0th?",  # no such day
+    "What did I pack for my two weeks back home",  # "back" that is not "ago"
 ])
 def test_no_window_when_no_time_is_said(question):
     assert question_window(question, SAT) is None
