@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
 from seem_dagster.episodic.extraction.calendar_days import (
+    AGO,
     COUNT,
     COUNTS,
     HOLIDAYS,
@@ -41,8 +42,6 @@ from seem_dagster.episodic.extraction.calendar_days import (
 _NUMBER_WORDS = COUNTS | {"a few": 3, "few": 3, "several": 4}
 _VAGUE_NUMBERS = {"a few", "few", "several", "a couple of", "couple of", "a couple", "couple"}
 _NUMBER = rf"({COUNT}|a few|few|several)"
-# "back" for "ago" only where the phrase ends ("three days back?"; not "two weeks back home").
-_AGO = r"(?:ago|back(?=\s*(?:[.,;:!?)]|$|(?:and|but|when|so|then)\b)))"
 # Per unit: its days, then for "N units ago" the half-width of the window around the day it points to, the
 # tolerance beyond it and how sure the reading is (a day is a day, give or take one; a week, month or year ago
 # is fuzzier, the more so the more of them there are: see _ago).
@@ -99,7 +98,7 @@ def _ago(number: str, unit: str, asked: date, text: str) -> Window:
 
 def _rules(q: str, asked: date):
     """(position, window) of every expression found, in the order the rules are tried."""
-    for m in re.finditer(rf"\b{_NUMBER} ({_UNIT})s? {_AGO}", q):
+    for m in re.finditer(rf"\b{_NUMBER} ({_UNIT})s? {AGO}", q):
         yield m.start(), _ago(m.group(1), m.group(2), asked, m.group(0))
     for m in re.finditer(rf"\b(?:(?:in|over|during|within) the|this) (?:last|past) (?:{_NUMBER} )?({_UNIT})s?\b", q):
         n = _count(m.group(1)) if m.group(1) else 1.0

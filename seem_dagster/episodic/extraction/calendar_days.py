@@ -22,6 +22,10 @@ COUNTS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5,
 COUNT = "|".join(sorted(COUNTS, key=len, reverse=True)) + r"|\d+"
 
 
+# "ago", or "back" where the phrase ends ("three days back."; not "two weeks back home", "back to back").
+AGO = r"(?:ago|back(?=\s*(?:[.,;:!?)]|$|(?:and|but|when|so|then)\b)))"
+
+
 def count_of(word: str) -> int:
     return COUNTS[word.lower()] if word.lower() in COUNTS else int(word)
 
@@ -44,14 +48,10 @@ def last_or_today(name: str, base: date) -> date:
     return base - timedelta(days=(base.weekday() - wanted) % 7)
 
 
-def month_span(month: int, base: date, year: int | None = None, prefer: str = "past") -> tuple[date, date]:
-    """A month's first and last day: of ``year`` when said, else the last one begun by ``base``
-    (past) or the next one not over (future)."""
+def month_span(month: int, base: date, year: int | None = None) -> tuple[date, date]:
+    """A month's first and last day: of ``year`` when said, else the last one begun by ``base``."""
     if year is None:
-        if prefer == "future":
-            year = base.year if month >= base.month else base.year + 1
-        else:
-            year = base.year if month <= base.month else base.year - 1
+        year = base.year if month <= base.month else base.year - 1
     return date(year, month, 1), date(year, month, calendar.monthrange(year, month)[1])
 
 

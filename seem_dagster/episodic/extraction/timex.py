@@ -17,6 +17,7 @@ from functools import lru_cache
 from dateparser.date import DateDataParser
 
 from seem_dagster.episodic.extraction.calendar_days import (
+    AGO,
     COUNT,
     HOLIDAY,
     MONTH,
@@ -37,8 +38,6 @@ from seem_dagster.episodic.extraction.calendar_days import (
 # "May" after "early" is as often the verb ("waking up early may help"): the month only with a hyphen, a year or at a clause's end.
 _MONTH_NOT_MAY = "|".join(m for m in MONTH.split("|") if m != "may")
 _PART_OF_MONTH = rf"(?:early|mid|late)(?:[- ](?:{_MONTH_NOT_MAY})|-may| may(?=,? \d{{4}}\b|\s*[.,;:!?)]|\s*$))"
-# "back" for "ago" only where the phrase ends: not "two weeks back home", "back to back".
-_AGO = r"(?:ago|back(?=\s*(?:[.,;:!?)]|$|(?:and|but|when|so|then)\b)))"
 # A season after in/during: "fall" only with its year ("I hurt my knee in the fall" is no season).
 _SEASON_SAID = "spring|summer|autumn|winter"
 
@@ -63,7 +62,7 @@ ANCHOR = re.compile(
 RELATIVE_PATTERN = re.compile(
     rf"\b(yesterday|today|tonight|tomorrow|the day before yesterday"
     rf"|(?:last|this|next) (?:week|weekend|month|year|night|morning|evening|{WEEKDAY}|{SEASON})"
-    rf"|(?:{COUNT}|a few|few|several) (?:days?|weeks?|fortnights?|weekends?|months?|years?) {_AGO}|(?:{COUNT}) (?:{WEEKDAY})s {_AGO}"
+    rf"|(?:{COUNT}|a few|few|several) (?:days?|weeks?|fortnights?|weekends?|months?|years?) {AGO}|(?:{COUNT}) (?:{WEEKDAY})s {AGO}"
     rf"|the (?:week|weekend|month|{WEEKDAY}) before last|the previous (?:week|weekend|month|year)|(?:this|the) past weekend"
     rf"|{_PART_OF_MONTH}(?:,? \d{{4}})?"
     rf"|the (?:beginning|start|middle|end) of (?:(?:{MONTH})(?:,? \d{{4}})?|(?:this|last|next|the) (?:month|year))"
