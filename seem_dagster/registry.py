@@ -16,7 +16,7 @@ from seem_dagster.forgetting.tombstones import drop_forgotten
 from seem_dagster.ingest import InputError, load_input
 from seem_dagster.pipeline.stages import MEMORY_TABLES, stage_config
 from seem_dagster.store.snapshot import SnapshotError, check_consistent, read_footers
-from seem_dagster.store.sources import Source, pending_path, published_source, read_source, register
+from seem_dagster.store.sources import Source, in_store, pending_path, published_source, read_source, register
 
 EMPTY = "empty"
 FORGOTTEN = "forgotten"  # every turn of it was forgotten: nothing to build
@@ -58,11 +58,11 @@ def register_file(
     sources = [
         Source(
             conversation_id=conv.conversation_id,
-            path=absolute(path),
+            path=in_store(root, absolute(path)),
             format=conv.source_format,
             fingerprint=conv.fingerprint,
             ingest=options,
-            questions_path=None if questions is None else absolute(questions),
+            questions_path=None if questions is None else in_store(root, absolute(questions)),
         )
         for conv in parsed
     ]
@@ -120,7 +120,7 @@ def inputs_changed(root, conversation_ids: list[str]) -> dict[str, str]:
         if source is None:
             out[cid] = "no published memory"
             continue
-        key = (source.path, source.format, source.questions_path, json.dumps(source.ingest.model_dump(mode="json"), sort_keys=True))
+        key = (source.location(root), source.format, source.questions_location(root), json.dumps(source.ingest.model_dump(mode="json"), sort_keys=True))
         groups.setdefault(key, []).append((cid, source))
     for (path, fmt, questions, _), members in groups.items():
         try:

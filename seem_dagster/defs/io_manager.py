@@ -17,7 +17,7 @@ import polars as pl
 from dagster import InputContext, IOManager, MetadataValue, OutputContext
 from upath import UPath
 
-from seem_dagster import interrupts
+from seem_dagster import faults, interrupts
 from seem_dagster.config import SeemConfig
 from seem_dagster.pipeline.stages import SOURCE_ASSETS, SOURCE_RECORD, stage_config
 from seem_dagster.store import builds, snapshot
@@ -104,8 +104,10 @@ class ParquetSnapshotIOManager(IOManager):
         stem = file_stem(partition)
         upstream = {a: r["fingerprint"] for a, s, r in self._loaded.get(step, []) if s == stem and "fingerprint" in r}
         path = snapshot.staged_path(self.base_path, partition, run_id, asset)
+        faults.point(faults.table_point(asset, "before"))
         record = snapshot.write_snapshot(path, obj, asset=asset, conversation_id=partition, build_id=run_id,
                                          upstream=upstream, stage=self._stage(context, asset), durable=False)
+        faults.point(faults.table_point(asset, "after"))
         return record, path
 
     def _stage(self, context: OutputContext, asset: str) -> dict:

@@ -1,7 +1,8 @@
 """Tombstones: what keeps a forgotten turn out of every later build, holding no byte of its text.
 
-``<root>/_tombstones/<conversation stem>.json`` lists each forgotten turn's passage id and a keyed
-hash of its speaker, time and text. A conversation read for a build (``seem build``, the sensor,
+``<root>/_tombstones/<conversation stem>.json`` lists each forgotten turn's passage id, the id its
+input gave it (``source_ref``: a retried forget of it is told it is already forgotten, and no later
+turn is given it again) and a keyed hash of its speaker, time and text. A conversation read for a build (``seem build``, the sensor,
 the schedule, a backfill, ``Memory.add``) loses every turn that matches one of them, by passage id
 (the same input read again) or by content (the same turn moved to another session or line of an
 edited file), so a user's source file may keep the turn and it still never comes back. The hash is
@@ -22,8 +23,9 @@ from upath import UPath
 
 from seem_dagster.ingest.conversation import Conversation
 from seem_dagster.schemas import Passages
-from seem_dagster.store.files import as_root, exclusive, write_bytes_atomic
+from seem_dagster.store.files import as_root, write_bytes_atomic
 from seem_dagster.store.keys import file_stem
+from seem_dagster.store.locks import exclusive
 
 FOLDER = "_tombstones"
 KEY_FILE = "_key"  # no conversation's stem starts with "_"
@@ -35,6 +37,7 @@ class Tombstones:
     passage_ids: frozenset[str] = frozenset()
     hashes: frozenset[str] = frozenset()
     key: bytes | None = None
+    refs: frozenset[str] = frozenset()  # the input's ids of the forgotten turns (kept since tombstones had them)
 
     def __bool__(self) -> bool:
         return bool(self.passage_ids or self.hashes)
@@ -85,7 +88,8 @@ def read(root, conversation_id: str) -> Tombstones:
     entries = _entries(root, conversation_id)
     if not entries:
         return Tombstones()
-    return Tombstones(frozenset(e["passage_id"] for e in entries), frozenset(e["hash"] for e in entries), _key(root, create=False))
+    return Tombstones(frozenset(e["passage_id"] for e in entries), frozenset(e["hash"] for e in entries), _key(root, create=False),
+                      frozenset(e["source_ref"] for e in entries if e.get("source_ref") is not None))
 
 
 def add(root, conversation_id: str, passages: pl.DataFrame) -> int:
@@ -95,9 +99,9 @@ def add(root, conversation_id: str, passages: pl.DataFrame) -> int:
         entries = _entries(root, conversation_id)
         known = {e["passage_id"] for e in entries}
         stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        new = [{"passage_id": pid, "hash": turn_hash(key, s, t, x), "forgotten_at": stamp}
-               for pid, s, t, x in passages.select(Passages.passage_id, Passages.speaker, Passages.timestamp, Passages.text).iter_rows()
-               if pid not in known]
+        columns = (Passages.passage_id, Passages.source_ref, Passages.speaker, Passages.timestamp, Passages.text)
+        new = [{"passage_id": pid, "source_ref": ref, "hash": turn_hash(key, s, t, x), "forgotten_at": stamp}
+               for pid, ref, s, t, x in passages.select(*columns).iter_rows() if pid not in known]
         if new:
             body = {"format": FORMAT, "conversation_id": conversation_id, "turns": entries + new}
             write_bytes_atomic(path(root, conversation_id), json.dumps(body, indent=1).encode())

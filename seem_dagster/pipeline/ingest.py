@@ -12,7 +12,7 @@ def read_registered(root, conversation_id: str) -> tuple[Source, Conversation, i
     """The registration the next build reads (``source_to_build``), the conversation in its file now
     without its forgotten turns, and how many turns were left out for having been forgotten."""
     source = source_to_build(root, conversation_id)
-    (conv,) = load_input(source.path, source.format, source.ingest, questions=source.questions_path,
+    (conv,) = load_input(source.location(root), source.format, source.ingest, questions=source.questions_location(root),
                          conversations=[conversation_id])
     forgotten = drop_forgotten(root, conv)
     if conv.passages.is_empty():

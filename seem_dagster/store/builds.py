@@ -23,13 +23,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from seem_dagster import faults
 from seem_dagster.store import owner, sources
 from seem_dagster.store.files import as_root, is_local, remove_stale_temps, remove_tree, sync, write_bytes_atomic
 from seem_dagster.store.keys import file_stem
 from seem_dagster.store.manifest import (
     FORMAT,
+    LostRace,
     SnapshotError,
     manifest_path,
+    manifest_version,
     publish_lock,
     read_manifest,
     resolve,
@@ -47,6 +50,7 @@ from seem_dagster.store.snapshot import (
 )
 
 OWNER = "_owner.json"
+BASE = "_base.json"  # the published build a build started from (``note_base``)
 # An unpublished build whose writer cannot be asked (another host, no run record) is removed once it
 # has not been written to for this long.
 STALE_BUILD_S = 24 * 3600.0
@@ -71,6 +75,26 @@ def claim(root, conversation_id: str, build_id: str, *, in_process: bool) -> Non
               "claimed_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     write_bytes_atomic(build_folder(root, conversation_id, build_id) / OWNER, json.dumps(record).encode(), durable=False)
     _claimed.add(key)
+
+
+def note_base(root, conversation_id: str, build_id: str) -> None:
+    """Record which published build the build starts from, before it reads anything: its publish is
+    refused if another build was published meanwhile (its tables would silently replace that one's)."""
+    path = build_folder(root, conversation_id, build_id) / BASE
+    if path.exists():
+        return  # a step run again in the same run: the base is the first one's
+    manifest = read_manifest(root, conversation_id)
+    write_bytes_atomic(path, json.dumps({"base_build": manifest["build_id"] if manifest else None}).encode(), durable=False)
+
+
+def _base(root, conversation_id: str, builds: Iterable[str]) -> tuple[bool, str | None]:
+    """(whether a base is recorded, the build it names) along the chain of a re-executed run."""
+    for build in builds:
+        try:
+            return True, json.loads((build_folder(root, conversation_id, build) / BASE).read_text())["base_build"]
+        except FileNotFoundError:
+            continue
+    return False, None
 
 
 def staged_tables(root, conversation_id: str, builds: Iterable[str]) -> dict[str, tuple[str, str]]:
@@ -136,7 +160,14 @@ def publish(
     """
     required, optional = list(required), list(optional)
     with publish_lock(root, conversation_id):
+        version = manifest_version(root, conversation_id)
         current = read_manifest(root, conversation_id)
+        recorded, base = _base(root, conversation_id, builds)
+        now = current["build_id"] if current else None
+        if recorded and now != base:
+            raise PublishError(f"conversation {conversation_id!r}: build {now[:8] if now else 'none'} was published while build "
+                               f"{builds[0][:8]} ran (it started from {base[:8] if base else 'no memory'}): nothing of it was "
+                               "published, so neither build is lost; build the conversation again")
         current_tables = current["tables"] if current else _legacy_tables(root, conversation_id, required + optional)
         staged = staged_tables(root, conversation_id, builds)
         if not staged:
@@ -179,17 +210,24 @@ def publish(
             if current_tables else None,
         }
         sync([resolve(root, relative) for _, relative in staged.values()])  # the tables are on disk before the manifest names them
-        write_manifest(root, conversation_id, manifest)
+        faults.point("publish.before_manifest")
+        try:
+            write_manifest(root, conversation_id, manifest, expect=version)
+        except LostRace as err:
+            raise PublishError(str(err)) from None
+        faults.point("publish.after_manifest")
         if source:
             published = sources.Source.from_json(source)
             sources.write_published(root, published)
             # The registration this build read is published; a newer one keeps waiting.
             sources.clear_pending(root, conversation_id, only_if=published)
+        faults.point("publish.after_sources")
     result = Published(manifest, sorted(staged), sorted(carried), sorted(dropped),
                        manifest["previous"]["build_id"] if manifest["previous"] else None)
     # The builds the replaced manifest kept for its readers were complete: nobody writes them any more.
     retired = _referenced({"tables": ((current or {}).get("previous") or {}).get("tables") or {}})[0]
     result.removed_builds, result.removed_files = collect_garbage(root, conversation_id, run_state, retired)
+    faults.point("publish.after_sweep")
     return result
 
 

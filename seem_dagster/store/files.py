@@ -8,11 +8,9 @@ one PUT, which S3 and its kin make visible only when complete: no temp object, n
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 from upath import UPath
@@ -135,22 +133,3 @@ def remove_tree(path: UPath) -> None:
             path.fs.rm(path.path, recursive=True)
     except FileNotFoundError:
         pass
-
-
-@contextlib.contextmanager
-def exclusive(folder: UPath, name: str) -> Iterator[None]:
-    """One holder at a time across processes of this host: an advisory lock on ``<folder>/.<name>.lock``
-    (local stores). Object stores have no such lock: there it holds nothing, and callers say what
-    that means for them."""
-    if not is_local(folder):
-        yield
-        return
-    import fcntl
-
-    os.makedirs(folder.path, exist_ok=True)
-    fd = os.open(os.path.join(folder.path, f".{name}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock

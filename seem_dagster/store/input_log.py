@@ -15,8 +15,9 @@ from collections.abc import Callable
 
 from upath import UPath
 
-from seem_dagster.store.files import as_root, exclusive, remove_stale_temps, write_bytes_atomic
+from seem_dagster.store.files import as_root, remove_stale_temps, write_bytes_atomic
 from seem_dagster.store.keys import file_stem
+from seem_dagster.store.locks import exclusive
 
 FOLDER = "_inputs"
 SUFFIX = ".jsonl"

@@ -17,8 +17,9 @@ from pathlib import PurePosixPath
 
 from upath import UPath
 
-from seem_dagster.store.files import as_root, exclusive, write_bytes_atomic
+from seem_dagster.store.files import as_root, is_local, write_bytes_atomic
 from seem_dagster.store.keys import file_stem
+from seem_dagster.store.locks import exclusive
 
 FOLDER = "_manifests"
 FORMAT = 1
@@ -71,15 +72,50 @@ def _read_current(path, attempts: int = 5) -> bytes:
     return path.read_bytes()
 
 
-def write_manifest(root, conversation_id: str, manifest: dict) -> None:
-    write_bytes_atomic(manifest_path(root, conversation_id), json.dumps(manifest, indent=1, sort_keys=True).encode())
+class LostRace(SnapshotError):
+    """Another publish replaced the manifest since this writer read it: nothing was written."""
+
+
+MISSING = "missing"  # ``expect`` of a manifest that did not exist when it was read
+
+
+def manifest_version(root, conversation_id: str) -> str | None:
+    """What a conditional write of the manifest compares with, on an object store: the object's ETag
+    (MISSING when there is none). None on a local store, whose publishes take turns under a lock."""
+    path = manifest_path(root, conversation_id)
+    if is_local(path):
+        return None
+    try:
+        return str(path.fs.info(path.path)["ETag"])
+    except FileNotFoundError:
+        return MISSING
+
+
+def write_manifest(root, conversation_id: str, manifest: dict, *, expect: str | None = None) -> None:
+    """Replace the manifest in one whole-file write. ``expect`` (object stores): the version read
+    before (``manifest_version``): the PUT is conditional on it (If-Match, or If-None-Match for a
+    manifest that was missing), so of two publishes racing on one conversation one is refused with
+    ``LostRace`` instead of silently replacing the other."""
+    path = manifest_path(root, conversation_id)
+    body = json.dumps(manifest, indent=1, sort_keys=True).encode()
+    if expect is None or is_local(path):
+        write_bytes_atomic(path, body)
+        return
+    condition = {"mode": "create"} if expect == MISSING else {"IfMatch": expect}
+    try:
+        path.fs.pipe_file(path.path, body, **condition)
+    except (FileExistsError, OSError) as err:
+        if manifest_version(root, conversation_id) != expect:
+            raise LostRace(f"conversation {conversation_id!r}: another build published while this one was publishing "
+                           f"(the manifest changed under it: {type(err).__name__}); nothing of this build was published") from None
+        raise
 
 
 @contextlib.contextmanager
 def publish_lock(root, conversation_id: str) -> Iterator[None]:
     """One publisher of a conversation at a time, so two runs finishing together cannot lose each
-    other's tables. Local stores: an advisory lock file. Object stores have no such lock; there the
-    last of two simultaneous publishes of one conversation wins (each is whole)."""
+    other's tables. Local stores: a lock file. Object stores have no such lock; there the manifest's
+    write is conditional (``write_manifest``'s ``expect``), so the loser of a race is told."""
     with exclusive(manifest_path(root, conversation_id).parent, file_stem(conversation_id)):
         yield
 

@@ -1,8 +1,10 @@
 """Where each conversation comes from: the registry the passages asset reads its input through.
 
-``<root>/_sources/<conversation stem>.json`` is the source of the *published* memory: the input file
-(an absolute path, so a rebuild started from anywhere finds it), its format and options, and the
-content fingerprint. It changes only when a build is published (``builds.publish``), so a build that
+``<root>/_sources/<conversation stem>.json`` is the source of the *published* memory: the input file,
+its format and options, and the content fingerprint. A file outside the store is named by its
+absolute path (a rebuild started from any folder finds it); a file inside the store (the input log
+of `Memory.add`) by its place in the store (``store:_inputs/...``), so a copy of the store reads its
+own files, never the original's. It changes only when a build is published (``builds.publish``), so a build that
 failed or was killed leaves it, and the memory, as they were. A registration that a build has not
 published yet waits in ``<root>/_sources/_pending/<stem>.json``: the next build of the conversation
 (`seem build`, a sensor run, the schedule, a re-run in the UI) reads it from there.
@@ -11,7 +13,9 @@ published yet waits in ``<root>/_sources/_pending/<stem>.json``: the next build 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 
 from upath import UPath
 
@@ -33,6 +37,13 @@ class Source:
     ingest: IngestConfig  # the options it was registered with: every rebuild reads it the same way
     questions_path: str | None = None
 
+    def location(self, root) -> str:
+        """The input file as a path or URL to read (a store-relative path resolved against ``root``)."""
+        return resolve_path(root, self.path)
+
+    def questions_location(self, root) -> str | None:
+        return None if self.questions_path is None else resolve_path(root, self.questions_path)
+
     def to_json(self) -> dict:
         return {"conversation_id": self.conversation_id, "path": self.path, "format": self.format, "fingerprint": self.fingerprint,
                 "ingest": self.ingest.model_dump(mode="json"), "questions_path": self.questions_path}
@@ -44,6 +55,32 @@ class Source:
             data["ingest"] = {"max_turn_chars": data.pop("max_turn_chars"), "allow_empty_turns": data.pop("allow_empty_turns"),
                               "only_speakers": data.pop("speakers", None)}
         return cls(**{**data, "ingest": IngestConfig.model_validate(data["ingest"])})
+
+
+IN_STORE = "store:"  # a registered path relative to the store's root
+
+
+def in_store(root, path: str) -> str:
+    """``path`` as a source records it: ``store:<relative>`` when it lies under the store, else as given."""
+    base = str(as_root(root))
+    if "://" not in base and "://" not in path:
+        base = os.path.realpath(base)
+        real = os.path.realpath(path)
+        if real.startswith(base + os.sep):
+            return IN_STORE + PurePosixPath(*Path(os.path.relpath(real, base)).parts).as_posix()
+    elif path.startswith(base.rstrip("/") + "/"):
+        return IN_STORE + path[len(base.rstrip("/")) + 1:]
+    return path
+
+
+def resolve_path(root, recorded: str) -> str:
+    if not recorded.startswith(IN_STORE):
+        return recorded
+    parts = PurePosixPath(recorded[len(IN_STORE):]).parts
+    if not parts or ".." in parts or PurePosixPath(recorded[len(IN_STORE):]).is_absolute():
+        raise ValueError(f"a registered source names a path outside the store: {recorded!r}")
+    target = as_root(root).joinpath(*parts)
+    return str(target) if "://" in str(target) else str(Path(target.path).resolve())
 
 
 def source_path(root, conversation_id: str) -> UPath:

@@ -11,6 +11,7 @@ from seem_dagster.defs.partitions import conversations
 from seem_dagster.pipeline.ingest import read_registered
 from seem_dagster.pipeline.stages import SOURCE_RECORD
 from seem_dagster.schemas import Passages, Questions
+from seem_dagster.store.builds import note_base
 
 GROUP = "ingest"
 
@@ -37,6 +38,7 @@ GROUP = "ingest"
 )
 def ingest_conversation(context: AssetExecutionContext, seem: ResourceParam[SeemConfig]):
     conversation_id = context.partition_key
+    note_base(seem.store.root, conversation_id, context.run.run_id)  # before reading: a publish meanwhile refuses this build's
     source, conv, forgotten = read_registered(seem.store.root, conversation_id)
     options = source.ingest
     if conv.fingerprint != source.fingerprint:
