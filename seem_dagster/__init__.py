@@ -3,7 +3,7 @@
 The names below load on first use, so ``import seem_dagster`` (and the CLI's start) stays light.
 """
 
-__all__ = ["Added", "BuildFailed", "Forgotten", "Hit", "InvalidRequest", "Memory", "Recall", "Turn", "UnknownConversation"]
+__all__ = ["Added", "BuildFailed", "Forgotten", "Hit", "InvalidRequest", "Memory", "Recall", "Turn", "UnknownConversation", "WriterBusy"]
 
 
 def __getattr__(name: str):

@@ -31,6 +31,10 @@ class Section(BaseModel):
 class StoreConfig(Section):
     root: str = Field("assets", description="snapshot store: a local folder or an fsspec URL")
     inbox: str = Field("inbox", description="folder the inbox sensor watches for new or grown input files")
+    writer_wait_s: float = Field(
+        600.0, ge=0, description="how long a write (add, build, forget) waits for another writer of the same conversation "
+        "on this host before it is refused in one line; 0: refused at once"
+    )
 
     @field_validator("root")
     @classmethod

@@ -21,11 +21,12 @@ from seem_dagster.defs.io_manager import ParquetSnapshotIOManager
 
 RUN_CONFIG = "dagster run config"
 # Not in a run's config: ingest options are fixed when a conversation is registered (every rebuild
-# reads it the same way), the inbox is the sensor's, the evaluation is `seem eval`'s, the executor is
+# reads it the same way), the inbox is the sensor's, how long a writer waits is `Memory`'s (runs take no
+# writer lock), the evaluation is `seem eval`'s, the executor is
 # chosen when the definitions are built (every worker must agree on it), and which
 # environment variable holds the API key stays with whoever runs the code location: a run config
 # that could name it could send any of the worker's secrets to any base_url.
-NOT_PER_RUN = ("ingest.", "store.inbox", "evaluation.", "llm.api_key_env", "execution.")
+NOT_PER_RUN = ("ingest.", "store.inbox", "store.writer_wait_s", "evaluation.", "llm.api_key_env", "execution.")
 _SCALARS = {bool: Bool, int: Int, float: Float, str: String}
 
 

@@ -4,6 +4,8 @@ whole conversation."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -56,6 +58,10 @@ def selection(turns=None, session_id=None, speaker=None, before: datetime | None
     """A request's criteria, checked for shape (text, lengths, counts)."""
     if turns is not None and isinstance(turns, str):
         turns = [turns]
+    if turns is not None and (isinstance(turns, bytes | dict) or not isinstance(turns, Iterable)):
+        raise ForgetError(f"turns must be a turn id or a list of turn ids (text), got {type(turns).__name__}")
+    if turns is not None:
+        turns = list(itertools.islice(turns, MAX_TURNS + 1))
     named = tuple(_clean(t, "a turn id") for t in (turns or ()))
     if len(named) > MAX_TURNS:
         raise ForgetError(f"{len(named)} turn ids in one request, over the limit of {MAX_TURNS}")
@@ -65,14 +71,16 @@ def selection(turns=None, session_id=None, speaker=None, before: datetime | None
                      None if speaker is None else _clean(speaker, "speaker"), before)
 
 
-def select(passages: pl.DataFrame, chosen: Selection, conversation_id: str) -> pl.DataFrame:
-    """The passages ``chosen`` names. Raises ForgetError for a turn, session or speaker the
-    conversation does not hold, and when nothing is left to forget."""
+def select(passages: pl.DataFrame, chosen: Selection, conversation_id: str, already: frozenset[str] = frozenset()) -> pl.DataFrame:
+    """The passages ``chosen`` names. ``already``: ids (input ids and passage ids) of turns forgotten
+    before, which a request may name again (a retry) and which select nothing. Raises ForgetError for
+    a turn, session or speaker the conversation does not hold, and when nothing is left to forget
+    (but for turns named by id that were all forgotten before: then no row)."""
     rows = passages
     if chosen.turns:
         by_ref = set(passages[Passages.source_ref].to_list())
         by_id = set(passages[Passages.passage_id].to_list())
-        unknown = [t for t in chosen.turns if t not in by_ref and t not in by_id]
+        unknown = [t for t in chosen.turns if t not in by_ref and t not in by_id and t not in already]
         if unknown:
             more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
             raise ForgetError(f"turn {unknown[0]!r}{more} is not in conversation {conversation_id!r}: name a turn by the id its "
@@ -89,6 +97,8 @@ def select(passages: pl.DataFrame, chosen: Selection, conversation_id: str) -> p
         rows = rows.filter(pl.col(Passages.speaker) == chosen.speaker)
     if chosen.before is not None:
         rows = rows.filter(pl.col(Passages.timestamp) < chosen.before)
+    if rows.is_empty() and chosen.turns and chosen.session_id is None and chosen.speaker is None and chosen.before is None:
+        return rows  # every named turn was forgotten before
     if rows.is_empty():
         raise ForgetError(f"nothing to forget in conversation {conversation_id!r}: no turn matches {chosen.describe()}")
     return rows

@@ -88,11 +88,13 @@ class Memory:
         self.resolved = resolved
         self.config: SeemConfig = resolved.config
         self.store = str(self.config.store.root)
-        self._published = Published(self.store)
         self._writes = writes.Writer(self)
+        # A forget a crash stopped is finished before anything is read of the store (``writes.Writer.recover``).
+        self._published = Published(self.store, finish_forgets=self._writes.recover)
         self._sql_pool = None
         self._pool_lock = threading.Lock()
         self._closed = False
+        self._writes.recover()
 
     @classmethod
     def open(cls, store: str | os.PathLike | None = None, config: str | os.PathLike | Mapping | Resolved | None = None,

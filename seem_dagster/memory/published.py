@@ -15,6 +15,7 @@ import json
 import threading
 from dataclasses import dataclass
 
+from seem_dagster.forgetting import journal
 from seem_dagster.retrieval.index import MemoryIndex
 from seem_dagster.retrieval.load import TABLES, load_published_index
 from seem_dagster.store.manifest import read_manifest
@@ -45,8 +46,11 @@ class Loaded:
 
 
 class Published:
-    def __init__(self, root):
+    def __init__(self, root, finish_forgets=None):
+        """``finish_forgets(conversations)``: called before a conversation with an unfinished forget
+        (a crash stopped it) is read, so nothing it removes is read again."""
         self.root = root
+        self._finish_forgets = finish_forgets
         self._indexes: dict[str, Loaded] = {}
         self._locks: dict[object, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -57,6 +61,7 @@ class Published:
 
     def index(self, conversation_id: str) -> Loaded | None:
         """The conversation's memory as published now, or None when it has none."""
+        self._unfinished([conversation_id])
         key = memory_key(self.root, conversation_id)
         if key is None:
             self._indexes.pop(conversation_id, None)
@@ -79,7 +84,12 @@ class Published:
         conversation with a memory) as published now: each conversation with its memory's key."""
         scope = [conversations] if isinstance(conversations, str) else list(conversations) if conversations is not None \
             else registered_conversations(self.root)
+        self._unfinished(scope)
         return tuple((c, memory_key(self.root, c)) for c in scope)
+
+    def _unfinished(self, conversations: list[str]) -> None:
+        if self._finish_forgets is not None and any(journal.is_pending(self.root, c) for c in conversations):
+            self._finish_forgets([c for c in conversations if journal.is_pending(self.root, c)])
 
     def forget(self, conversation_id: str) -> None:
         """Drop what was loaded of the conversation (its memory changed or went; SQL views follow the

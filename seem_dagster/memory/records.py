@@ -108,6 +108,7 @@ class Forgotten:
     seconds: float
     removed: dict[str, int] = field(default_factory=dict)  # what the sweep removed, by where (builds, cache rows, logs, runs)
     warnings: tuple[str, ...] = ()  # what could not be cleaned, and what would clean it
+    already_forgotten: tuple[str, ...] = ()  # turns the request named that an earlier forget had removed
 
     def to_json(self) -> dict:
         return {**{k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}}

@@ -8,14 +8,19 @@ the UI, and a forget deletes the conversation's runs from it), else an in-memory
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import threading
 import time
 from dataclasses import replace
 from pathlib import Path
 
-from seem_dagster.forgetting import sweep, tombstones
+import polars as pl
+
+from seem_dagster import faults
+from seem_dagster.forgetting import journal, sweep, tombstones
 from seem_dagster.forgetting.selection import ForgetError, select, selection
 from seem_dagster.ingest import InputError, jsonl
 from seem_dagster.ingest.dates import parse_iso
@@ -25,13 +30,22 @@ from seem_dagster.memory.records import Added, Forgotten
 from seem_dagster.memory.turns import to_lines
 from seem_dagster.registry import EMPTY, FORGOTTEN, Registered, absolute, register_file, why_rebuild
 from seem_dagster.schemas import Passages
-from seem_dagster.store import builds, input_log
-from seem_dagster.store.manifest import published_rows
+from seem_dagster.store import builds, input_log, locks, owner
+from seem_dagster.store.files import as_root, is_local
+from seem_dagster.store.keys import file_stem
+from seem_dagster.store.manifest import published_rows, read_manifest
 from seem_dagster.store.snapshot import SnapshotError, read_snapshot
-from seem_dagster.store.sources import pending_path, published_source, source_to_build
+from seem_dagster.store.sources import in_store, pending_path, published_source, source_to_build
 
 # Tables whose rows say which cache entries the memory asks for (pipeline.live).
 LIVE_TABLES = ["passages", "facts", "event_frames", "entities", "llm_calls"]
+
+
+log = logging.getLogger(__name__)
+
+
+class WriterBusy(BuildFailed):
+    """Another writer of the conversation held it longer than ``store.writer_wait_s``: nothing was written."""
 
 
 class BuildsFailed(BuildFailed):
@@ -94,37 +108,57 @@ class Writer:
     def _failed(cid: str, outcome) -> str:
         return f"the build of {cid} failed: {outcome.error} (nothing of it was published; the run's log: {outcome.log_path})"
 
+    # ---- one writer of a conversation at a time ----------------------------------------------------
+
+    @contextlib.contextmanager
+    def _writing(self, cid: str, wait_s: float | None = None):
+        """Held for the whole of a write of ``cid``: this `Memory`'s writes take turns, and so do
+        writers in other processes of this host (``store.locks``); one that waits longer than
+        ``store.writer_wait_s`` is refused with ``WriterBusy``, having done nothing."""
+        wait_s = self.config.store.writer_wait_s if wait_s is None else wait_s
+        with self._lock:
+            try:
+                with locks.conversation_writer(self.store, cid, wait_s=wait_s):
+                    yield
+            except locks.Busy as err:
+                raise WriterBusy(f"{err} (waited {wait_s:g} s, store.writer_wait_s): nothing was written") from None
+
     # ---- add ------------------------------------------------------------------------------------
 
     def add(self, cid: str, turns, session_id: str | None) -> Added:
         started = time.perf_counter()
         options = self.config.ingest
         lines = to_lines(cid, turns, session_id, options)  # raises before anything is written
-        log_source = input_log.source_path(self.store, cid)
-        with self._lock, input_log.writing(self.store, cid):
-            other = _registered_elsewhere(self.store, cid, log_source)
+        log_file = input_log.source_path(self.store, cid)
+        with self._writing(cid):
+            self._finish_if_interrupted(cid)
+            other = _registered_elsewhere(self.store, cid, log_file)
             if other is not None:
                 raise InvalidRequest(f"conversation {cid!r} is built from {other}: add its turns to that file and build it "
                                      "(`seem build`, `Memory.add_file`), or add them under another conversation id")
             stones = tombstones.read(self.store, cid)
-            kept = [line for line in lines if not _names_forgotten(line, stones)]
-            dropped = len(lines) - len(kept)
-            if not kept:  # every turn was forgotten before: the log never holds them again
+            before = input_log.read(self.store, cid)
+            fresh = _not_logged(before, lines)  # a retried add: turns with ids already in the log are not added again
+            kept = [line for line in fresh if not _names_forgotten(line, stones)]
+            dropped = len(fresh) - len(kept)
+            if not kept and len(fresh) == len(lines):  # every turn was forgotten before: the log never holds them again
                 earlier = published_rows(self.store, cid) or 0
                 return Added(cid, FORGOTTEN, 0, earlier, None, time.perf_counter() - started, forgotten=dropped)
-            before = input_log.read(self.store, cid)
-            text = before + "\n".join(_with_ids(before, kept)) + "\n"
-            label = str(input_log.log_path(self.store, cid))
-            try:
-                jsonl.read(text, label, options)
-            except InputError as err:  # a clash with an earlier turn (a reused id): name the new turn
-                raise _as_turn_error(err, before, cid) from None
             earlier = published_rows(self.store, cid)
-            input_log.write(self.store, cid, text)
-            (reg,) = [r for r in register_file(self.store, log_source, "jsonl", options) if r.conversation_id == cid]
+            if kept:
+                text = before + "\n".join(_with_ids(before, kept, stones)) + "\n"
+                label = str(input_log.log_path(self.store, cid))
+                try:
+                    jsonl.read(text, label, options)
+                except InputError as err:  # a clash with an earlier turn (a reused id): name the new turn
+                    raise _as_turn_error(err, before, cid) from None
+                faults.point("add.before_log_write")
+                input_log.write(self.store, cid, text)  # durable before anything is built: the turns cannot be lost now
+                faults.point("add.after_log_write")
+            (reg,) = [r for r in register_file(self.store, log_file, "jsonl", options) if r.conversation_id == cid]
             if reg.status == "unchanged" and why_rebuild(self.store, cid, self.config) is None:
                 return replace(self._added(reg, None, started, earlier, "current"), forgotten=dropped)
-            outcome = self._build([reg], log_source)[cid]
+            outcome = self._build([reg], log_file)[cid]
         if not outcome.success:
             raise BuildFailed(self._failed(cid, outcome) + "; the turns are kept in the store's input log and the next build takes them",
                               outcome.log_path)
@@ -135,7 +169,16 @@ class Writer:
     def add_file(self, path: str, fmt: str | None, questions: str | None, conversations: list[str] | None, rebuild: bool,
                  progress: bool = False) -> list[Added]:
         started = time.perf_counter()
-        with self._lock:
+        from seem_dagster.ingest import load_input
+
+        # Which conversations the file holds, to hold each one's writer lock (in one order: no two
+        # writers wait on each other) before anything is registered.
+        wanted = sorted({c.conversation_id for c in load_input(path, fmt, self.config.ingest, questions=questions,
+                                                                conversations=conversations, emptied=[])})
+        with self._lock, contextlib.ExitStack() as held:
+            for cid in wanted:
+                held.enter_context(self._writing(cid))
+                self._finish_if_interrupted(cid)
             registered = register_file(self.store, path, fmt, self.config.ingest, questions=questions, conversations=conversations)
             current = set() if rebuild else {r.conversation_id for r in registered if r.status == "unchanged"
                                              and why_rebuild(self.store, r.conversation_id, self.config) is None}
@@ -162,63 +205,131 @@ class Writer:
             chosen = selection(turns, session_id, speaker, before)
         except ForgetError as err:
             raise InvalidRequest(str(err)) from None
-        if published_source(self.store, cid) is None:  # before any lock file is made for it
+        if not _known(self.store, cid):  # before any lock file is made for it
             raise UnknownConversation(f"no memory of conversation {cid!r} in this store")
-        with self._lock, input_log.writing(self.store, cid):
-            try:
-                passages = read_snapshot(self.store, cid, ["passages"])["passages"]
-            except SnapshotError:
-                if published_source(self.store, cid) is None:
-                    raise UnknownConversation(f"no memory of conversation {cid!r} in this store") from None
-                raise
-            try:
-                rows = select(passages, chosen, cid)
-            except ForgetError as err:
-                raise InvalidRequest(str(err)) from None
-            whole = rows.height == passages.height
-            texts = rows[Passages.text].to_list()
-            tombstones.add(self.store, cid, rows)
+        with self._writing(cid):
+            published, incoming = _published_passages(self.store, cid), _input_passages(self.store, cid)
+            if published is None and incoming is None and not journal.is_pending(self.store, cid):
+                raise UnknownConversation(f"no memory of conversation {cid!r} in this store")
+            known = _union(published, incoming)
+            if known is None:  # nothing of it is left to name: what is left to do is the forget a crash stopped
+                build_id, removed, warnings = self._finish(cid, [])
+                return Forgotten(cid, 0, (), 0, build_id, time.perf_counter() - started, removed, tuple(warnings))
             stones = tombstones.read(self.store, cid)
-            removed = {"input_log_lines": input_log.rewrite(self.store, cid, lambda _, line: not _names_forgotten(line, stones))}
-            warnings: list[str] = []
-            if whole:
-                removed |= sweep.drop_conversation(self.store, cid)
-                build_id = None
-            else:
-                build_id = self._rebuild_without(cid, removed)
-            clear_parsed()  # no parsed copy of the input stays in this process
-            removed["logs"] = sweep.scrub_logs(_log_folders(self.store), cid, texts)
-            removed["dagster_runs"], more = self._scrub_instance(cid, build_id, whole)
-            warnings += more
-            self.memory._drop_loaded(cid, sql_workers=True)
-        refs = tuple(rows[Passages.source_ref].to_list())
-        return Forgotten(cid, rows.height, refs, passages.height - rows.height, build_id, time.perf_counter() - started,
-                         removed, tuple(warnings))
+            try:
+                rows = select(known, chosen, cid, already=stones.refs | stones.passage_ids)
+            except ForgetError as err:
+                if not journal.is_pending(self.store, cid):
+                    raise InvalidRequest(str(err)) from None
+                rows = known.clear()  # nothing more matches: what is left to do is the forget a crash stopped
+            again = tuple(t for t in chosen.turns if t in stones.refs or t in stones.passage_ids)
+            whole = rows.height > 0 and (chosen.whole or rows.height == known.height)
+            if rows.height:
+                journal.begin(self.store, cid, whole)  # first: from here a crash leaves the forget to finish
+                faults.point("forget.after_journal")
+                tombstones.add(self.store, cid, rows)
+                faults.point("forget.after_tombstones")
+            elif not journal.is_pending(self.store, cid):  # every turn it names was forgotten before, and that forget finished
+                return Forgotten(cid, 0, (), known.height, _published_build(self.store, cid), time.perf_counter() - started,
+                                 {}, (_already(again),), again)
+            build_id, removed, warnings = self._finish(cid, rows[Passages.text].to_list())
+        if again:
+            warnings = [_already(again), *warnings]
+        left = 0 if build_id is None else (published_rows(self.store, cid) or 0)
+        return Forgotten(cid, rows.height, tuple(rows[Passages.source_ref].to_list()), left, build_id, time.perf_counter() - started,
+                         removed, tuple(warnings), again)
 
-    def _rebuild_without(self, cid: str, removed: dict) -> str:
+    def _finish(self, cid: str, texts: list[str]) -> tuple[str | None, dict, list[str]]:
+        """Every step of a forget after its tombstones, each one safe to run again: what a forget does,
+        and what finishes one a crash stopped. Returns (the build published without the forgotten
+        turns, or None when nothing of the conversation is left; what was removed; warnings)."""
+        root = self.store
+        stones = tombstones.read(root, cid)
+        texts = list(dict.fromkeys([*texts, *_stored_texts(root, cid, stones)]))
+        removed = {"logs": sweep.scrub_logs(_log_folders(root), cid, texts)}
+        faults.point("forget.after_logs")
+        removed["input_log_lines"] = input_log.rewrite(root, cid, lambda _, line: not _names_forgotten(line, stones))
+        faults.point("forget.after_input_log_rewrite")
+        whole = bool((journal.read(root, cid) or {}).get("whole")) or _nothing_left(root, cid)
+        if whole:
+            removed |= sweep.drop_conversation(root, cid)
+            build_id = None
+        else:
+            build_id = self._rebuild_without(cid, stones, removed)
+        clear_parsed()  # no parsed copy of the input stays in this process
+        removed["logs"] += sweep.scrub_logs(_log_folders(root), cid, texts)  # a failed rebuild's, if any
+        faults.point("forget.before_dagster_scrub")
+        removed["dagster_runs"], warnings = self._scrub_instance(cid, build_id, whole)
+        faults.point("forget.after_dagster_scrub")
+        journal.end(root, cid)
+        self.memory._drop_loaded(cid, sql_workers=True)
+        return build_id, removed, warnings
+
+    def _rebuild_without(self, cid: str, stones: tombstones.Tombstones, removed: dict) -> str | None:
+        """A memory without the tombstoned turns (rebuilt only when the published one holds any), then
+        every other build and every cache entry it does not ask for removed."""
+        from seem_dagster.embeddings.cache import HASH
         from seem_dagster.pipeline.live import KEYED, live_keys
         from seem_dagster.store.cache import KEY
 
-        # Tables made from all the turns at once go before the rebuild, which writes them again.
-        removed["cache_tables"] = sweep.purge_whole_state(self.store, cid, KEYED)
-        source = source_to_build(self.store, cid)
-        try:
-            registered = register_file(self.store, source.path, source.format, source.ingest, questions=source.questions_path,
-                                       conversations=[cid])
-        except InputError as err:
-            raise BuildFailed(f"the forgotten turns are tombstoned, but {cid} cannot be rebuilt from its input ({err}); they leave "
-                              "its memory at its next successful build") from None
-        outcome = self._build([r for r in registered if r.conversation_id == cid], source.path).get(cid)
-        if outcome is None or not outcome.success:
-            raise BuildFailed(f"the forgotten turns are tombstoned, but {self._failed(cid, outcome) if outcome else 'nothing was built'}; "
-                              "they leave its memory at its next successful build", outcome.log_path if outcome else None)
+        published = _published_passages(self.store, cid)
+        if published is not None and bool(stones.forgotten(published).any()):
+            # Tables made from all the turns at once go before the rebuild, which writes them again.
+            removed["cache_tables"] = sweep.purge_whole_state(self.store, cid, KEYED)
+            faults.point("forget.after_cache_purge")
+            source = source_to_build(self.store, cid)
+            try:
+                registered = register_file(self.store, source.location(self.store), source.format, source.ingest,
+                                           questions=source.questions_location(self.store), conversations=[cid])
+            except (InputError, OSError) as err:
+                raise BuildFailed(f"the forgotten turns are tombstoned, but {cid} cannot be rebuilt from its input ({err}); "
+                                  "the forget finishes at the next command of this store once its input can be read") from None
+            outcome = self._build([r for r in registered if r.conversation_id == cid], source.location(self.store)).get(cid)
+            if outcome is None or not outcome.success:
+                raise BuildFailed(f"the forgotten turns are tombstoned, but {self._failed(cid, outcome) if outcome else 'nothing was built'}; "
+                                  "the forget finishes at the next command of this store", outcome.log_path if outcome else None)
+        faults.point("forget.after_rebuild")
+        if read_manifest(self.store, cid) is None:  # turns only in the input log, never published: nothing of them is kept
+            removed["builds"] = builds.remove_conversation_builds(self.store, cid)
+            removed["cache_tables"] = removed.get("cache_tables", 0) + sweep.remove_caches(self.store, cid)
+            faults.point("forget.after_retire")
+            faults.point("forget.after_cache_prune")
+            return None
         removed["builds"] = builds.retire_previous(self.store, cid)
+        faults.point("forget.after_retire")
         tables = read_snapshot(self.store, cid, LIVE_TABLES)
-        from seem_dagster.embeddings.cache import HASH
-
         pruned = sweep.prune_keyed(self.store, cid, live_keys(tables, self.config), {"extraction": KEY, "llm": KEY, "embeddings": HASH})
         removed["cache_rows"] = sum(pruned.values())
-        return outcome.run_id
+        faults.point("forget.after_cache_prune")
+        return _published_build(self.store, cid)
+
+    def _finish_if_interrupted(self, cid: str) -> bool:
+        """Finish a forget of ``cid`` that a crash stopped (call it holding the writer lock)."""
+        if not journal.is_pending(self.store, cid):
+            return False
+        self._finish(cid, [])
+        return True
+
+    def recover(self, conversations: list[str] | None = None) -> list[str]:
+        """Finish every forget a crash stopped (of ``conversations``, default all) whose writer is gone:
+        the first thing any command of the store does. Returns the conversations finished."""
+        todo = journal.pending(self.store) if conversations is None else [c for c in conversations if journal.is_pending(self.store, c)]
+        done = []
+        for cid in todo:
+            writer = (journal.read(self.store, cid) or {}).get("writer") or {}
+            if locks.writer_active(self.store, cid):
+                continue  # a live writer is at it
+            if not is_local(as_root(self.store)) and writer.get("pid") != os.getpid() and owner.alive(writer) is True:
+                continue  # an object store has no lock: the journal's writer, alive on this host, is at it
+            try:
+                with self._writing(cid, wait_s=0):
+                    if self._finish_if_interrupted(cid):
+                        done.append(cid)
+            except WriterBusy:
+                continue  # another writer took it meanwhile: it finishes the forget first
+            except BuildFailed as err:
+                log.warning("an interrupted forget of %s could not be finished yet: %s", cid, err)
+        return done
 
     def _scrub_instance(self, cid: str, build_id: str | None, whole: bool) -> tuple[int, list[str]]:
         instance = self.instance()
@@ -229,11 +340,11 @@ class Writer:
         return delete_runs(instance, cid, {build_id} if build_id else set(), whole=whole)
 
 
-def _registered_elsewhere(root, cid: str, log_source: str) -> str | None:
+def _registered_elsewhere(root, cid: str, log_file: str) -> str | None:
     """The input file the conversation is registered from, when it is not the store's input log."""
     for source in (published_source(root, cid), _pending(root, cid)):
-        if source is not None and source.path != log_source:
-            return source.path
+        if source is not None and source.path != in_store(root, log_file) and source.location(root) != log_file:
+            return source.location(root)
     return None
 
 
@@ -241,22 +352,50 @@ def _pending(root, cid: str):
     return source_to_build(root, cid) if pending_path(root, cid).exists() else None
 
 
-def _with_ids(before: str, lines: list[str]) -> list[str]:
-    """Each new line with an explicit ``id`` (its session and place in it, as the JSONL reader would
-    name it now), so its input id stays the same when an earlier turn is forgotten."""
-    counts: dict[str, int] = {}
+def _with_ids(before: str, lines: list[str], stones: tombstones.Tombstones) -> list[str]:
+    """Each new line with an explicit ``id``: ``<session>:<n>``, n past every number of that session
+    the log or a forgotten turn has used, so its input id never changes when an earlier turn is
+    forgotten, never clashes with a turn the log holds and is never a forgotten turn's."""
+    used = set(stones.refs)
     for line in before.splitlines():
         if line.strip():
-            session = json.loads(line).get("session_id")
-            counts[session] = counts.get(session, 0) + 1
+            used.add(str(json.loads(line).get("id")))
+    used |= {str(json.loads(line)["id"]) for line in lines if json.loads(line).get("id") is not None}
+    following: dict[str, int] = {}
+    for ref in used:
+        session, _, number = ref.rpartition(":")
+        if number.isdigit():
+            following[session] = max(following.get(session, 0), int(number) + 1)
     out = []
     for line in lines:
         obj = json.loads(line)
-        session = obj["session_id"]
         if obj.get("id") is None:
-            obj["id"] = f"{session}:{counts.get(session, 0)}"
-        counts[session] = counts.get(session, 0) + 1
+            session = obj["session_id"]
+            n = following.get(session, 0)
+            while f"{session}:{n}" in used:
+                n += 1
+            obj["id"] = f"{session}:{n}"
+            used.add(obj["id"])
+            following[session] = n + 1
         out.append(json.dumps(obj, ensure_ascii=False))
+    return out
+
+
+def _not_logged(before: str, lines: list[str]) -> list[str]:
+    """``lines`` but those the log already holds as they are, with their ``id`` (an add retried after a
+    crash or a failed build). A line whose id the log holds with other content stays, and the reader
+    then refuses it as a duplicate id."""
+    logged = {}
+    for line in before.splitlines():
+        if line.strip():
+            obj = json.loads(line)
+            logged[str(obj.get("id"))] = obj
+    out = []
+    for line in lines:
+        obj = json.loads(line)
+        if obj.get("id") is not None and logged.get(str(obj["id"])) == obj:
+            continue
+        out.append(line)
     return out
 
 
@@ -283,6 +422,86 @@ def _names_forgotten(line: str, stones: tombstones.Tombstones) -> bool:
     except (KeyError, TypeError, ValueError):
         return False
     return tombstones.turn_hash(stones.key, obj.get("speaker"), stamp, obj.get("text")) in stones.hashes
+
+
+def _already(refs: tuple[str, ...]) -> str:
+    shown = ", ".join(refs[:5]) + (f" and {len(refs) - 5} more" if len(refs) > 5 else "")
+    return f"already forgotten: {shown}"
+
+
+def _known(root, cid: str) -> bool:
+    """Whether the store holds anything of the conversation (a memory, a registration, an input log, an unfinished forget)."""
+    return (published_source(root, cid) is not None or pending_path(root, cid).exists() or input_log.log_path(root, cid).exists()
+            or journal.is_pending(root, cid))
+
+
+def _published_passages(root, cid: str):
+    try:
+        return read_snapshot(root, cid, ["passages"])["passages"]
+    except SnapshotError:
+        return None
+
+
+def _input_passages(root, cid: str):
+    """The turns the next build of the conversation would read (forgotten ones left out), or None when
+    its input cannot be read (the published memory is then all a forget can name)."""
+    from seem_dagster.pipeline.ingest import read_registered
+
+    try:
+        _, conversation, _ = read_registered(root, cid)
+    except (InputError, OSError, ValueError):
+        return None
+    return conversation.passages
+
+
+def _union(published, incoming):
+    """The turns a forget can name: the published memory's and the input's that are not built yet."""
+    if published is None:
+        return incoming
+    if incoming is None:
+        return published
+    new = incoming.filter(~pl.col(Passages.passage_id).is_in(published[Passages.passage_id].to_list()))
+    return pl.concat([published, new.select(published.columns)], how="vertical_relaxed") if new.height else published
+
+
+def _nothing_left(root, cid: str) -> bool:
+    """Whether the conversation's input holds no turn but forgotten ones (and no memory holds any other)."""
+    from seem_dagster.pipeline.ingest import read_registered
+
+    try:
+        read_registered(root, cid)
+    except ValueError as err:
+        return "every turn of its input was forgotten" in str(err)
+    except (InputError, OSError):
+        published = _published_passages(root, cid)
+        return published is not None and bool(tombstones.read(root, cid).forgotten(published).all())
+    return False
+
+
+def _published_build(root, cid: str) -> str | None:
+    manifest = read_manifest(root, cid)
+    return manifest["build_id"] if manifest else None
+
+
+def _stored_texts(root, cid: str, stones: tombstones.Tombstones) -> list[str]:
+    """The texts of forgotten turns still held by any build of the conversation (published, kept for
+    readers, or left by a killed run): what the sweep of logs looks for."""
+    from seem_dagster.store.snapshot import BUILDS, read_table
+
+    texts: list[str] = []
+    base = as_root(root) / BUILDS / file_stem(cid)
+    try:
+        folders = list(base.iterdir())
+    except FileNotFoundError:
+        return texts
+    for folder in folders:
+        path = folder / "passages.parquet"
+        try:
+            passages = read_table(path)
+        except (SnapshotError, FileNotFoundError, OSError):
+            continue
+        texts += passages.filter(stones.forgotten(passages))[Passages.text].to_list()
+    return texts
 
 
 def _log_folders(root: str) -> list[Path]:
