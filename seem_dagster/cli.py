@@ -104,7 +104,7 @@ def _memory(resolved):
 def cmd_build(args: argparse.Namespace) -> int:
     from seem_dagster.config import ConfigError
     from seem_dagster.ingest import InputError
-    from seem_dagster.memory.writes import BuildsFailed
+    from seem_dagster.memory.writes import BuildsFailed, WriterBusy
 
     try:
         resolved = _resolve(args, BUILD_FLAGS)
@@ -121,6 +121,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         return _fail(str(err), EXIT_INPUT)
     except BuildsFailed as err:
         results, failed = err.results, err
+    except WriterBusy as err:  # another writer of one of its conversations held it too long: nothing written
+        return _fail(str(err), EXIT_RUN)
     for r in results:
         for skipped in r.skipped:
             print(f"seem: skipped (ingest.allow_empty_turns): {skipped}", file=sys.stderr)

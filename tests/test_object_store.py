@@ -266,3 +266,20 @@ def test_forget_on_s3_leaves_no_object_holding_the_text(s3):
         assert {h.source_ref for h in memory.search("ana", "Which bakery is near Ana's flat?", k=5)} == {"a1", "a4"}
     assert holding() == []
     no_secret_in_the_bucket(client)
+
+
+def test_of_two_publishes_racing_on_s3_the_second_is_refused_not_silent(s3):
+    """Object stores have no lock: the manifest's PUT is conditional on the version the publish read
+    (If-Match; If-None-Match for a first publish), so a publish that lost the race is told."""
+    from seem_dagster.store.manifest import MISSING, LostRace, manifest_version, read_manifest, write_manifest
+
+    root = f"s3://{BUCKET}/race"
+    assert manifest_version(root, "c") == MISSING
+    write_manifest(root, "c", {"format": 1, "build_id": "first", "tables": {}}, expect=MISSING)
+    with pytest.raises(LostRace, match="another build published"):  # a second first publish
+        write_manifest(root, "c", {"format": 1, "build_id": "other", "tables": {}}, expect=MISSING)
+    seen = manifest_version(root, "c")
+    write_manifest(root, "c", {"format": 1, "build_id": "second", "tables": {}}, expect=seen)
+    with pytest.raises(LostRace):  # a publish that read the manifest before "second" replaced it
+        write_manifest(root, "c", {"format": 1, "build_id": "late", "tables": {}}, expect=seen)
+    assert read_manifest(root, "c")["build_id"] == "second"

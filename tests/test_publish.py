@@ -175,3 +175,22 @@ def test_a_manifest_replaced_while_it_is_read_is_read_again(tmp_path, monkeypatc
     monkeypatch.setattr(type(path), "read_bytes", lambda self: (_ for _ in ()).throw(PermissionError(13, "denied")))
     with pytest.raises(PermissionError):  # any other error is not retried
         read_manifest(store, CID)
+
+
+def test_a_build_started_before_another_was_published_is_refused_and_the_other_stays(tmp_path):
+    """Two builds of one conversation that no writer lock kept apart (a sensor's run and a `seem build`,
+    or two machines): the one that started from a memory since replaced publishes nothing, and says so."""
+    memory(tmp_path, "b0", 1)
+    builds.publish(tmp_path, CID, ["b0"], REQUIRED)
+    builds.note_base(tmp_path, CID, "slow")  # both start from b0
+    builds.note_base(tmp_path, CID, "fast")
+    memory(tmp_path, "fast", 2)
+    builds.publish(tmp_path, CID, ["fast"], REQUIRED)
+    memory(tmp_path, "slow", 3)
+    with pytest.raises(builds.PublishError, match=r"build fast was published while build slow ran \(it started from b0\)"):
+        builds.publish(tmp_path, CID, ["slow"], REQUIRED)
+    assert read_manifest(tmp_path, CID)["build_id"] == "fast" and read(tmp_path)["facts"].height == 2
+    # A build that starts from the memory as it is now publishes.
+    builds.note_base(tmp_path, CID, "next")
+    memory(tmp_path, "next", 4)
+    assert builds.publish(tmp_path, CID, ["next"], REQUIRED).previous_build == "fast"

@@ -65,7 +65,7 @@ def _describe(record: dict) -> str:
     if not record:
         return "another process"
     where = "this host" if record.get("host") == owner.host_tag() else f"host {record.get('host')}"
-    return f"{record.get('what') or 'a writer'} (pid {record.get('pid')} on {where}, since {record.get('since')})"
+    return f"process {record.get('pid')} on {where} (since {record.get('since')})"
 
 
 def _acquire(fd: int, deadline: float | None, path: str, what: str) -> None:
