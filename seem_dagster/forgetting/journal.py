@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from upath import UPath
 
 from seem_dagster.store import owner
-from seem_dagster.store.files import TEMP_PREFIX, as_root, write_bytes_atomic
+from seem_dagster.store.files import TEMP_PREFIX, as_root, children, write_bytes_atomic
 from seem_dagster.store.keys import file_stem
 
 FOLDER = "_forgets"
@@ -53,10 +53,7 @@ def end(root, conversation_id: str) -> None:
 def pending(root) -> list[str]:
     """Every conversation with an unfinished forget, sorted."""
     folder = as_root(root) / FOLDER
-    try:
-        names = [p for p in folder.iterdir() if p.name.endswith(SUFFIX) and not p.name.startswith(TEMP_PREFIX)]
-    except FileNotFoundError:
-        return []
+    names = [p for p in children(folder) if p.name.endswith(SUFFIX) and not p.name.startswith(TEMP_PREFIX)]
     found = []
     for entry in names:
         try:

@@ -31,7 +31,7 @@ from seem_dagster.memory.turns import to_lines
 from seem_dagster.registry import EMPTY, FORGOTTEN, Registered, absolute, register_file, why_rebuild
 from seem_dagster.schemas import Passages
 from seem_dagster.store import builds, input_log, locks, owner
-from seem_dagster.store.files import as_root, is_local
+from seem_dagster.store.files import as_root, children, is_local
 from seem_dagster.store.keys import file_stem
 from seem_dagster.store.manifest import published_rows, read_manifest
 from seem_dagster.store.snapshot import SnapshotError, read_snapshot
@@ -490,10 +490,7 @@ def _stored_texts(root, cid: str, stones: tombstones.Tombstones) -> list[str]:
 
     texts: list[str] = []
     base = as_root(root) / BUILDS / file_stem(cid)
-    try:
-        folders = list(base.iterdir())
-    except FileNotFoundError:
-        return texts
+    folders = children(base)
     for folder in folders:
         path = folder / "passages.parquet"
         try:

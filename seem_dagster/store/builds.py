@@ -25,7 +25,7 @@ from pathlib import Path
 
 from seem_dagster import faults
 from seem_dagster.store import owner, sources
-from seem_dagster.store.files import as_root, is_local, remove_stale_temps, remove_tree, sync, write_bytes_atomic
+from seem_dagster.store.files import as_root, children, is_local, remove_stale_temps, remove_tree, sync, write_bytes_atomic
 from seem_dagster.store.keys import file_stem
 from seem_dagster.store.manifest import (
     FORMAT,
@@ -104,10 +104,7 @@ def staged_tables(root, conversation_id: str, builds: Iterable[str]) -> dict[str
     stem = file_stem(conversation_id)
     for build in builds:
         folder = build_folder(root, conversation_id, build)
-        try:
-            names = sorted(p.name for p in folder.iterdir())
-        except FileNotFoundError:
-            continue
+        names = sorted(p.name for p in children(folder))
         for name in names:
             if name.endswith(EXTENSION) and not name.startswith("."):
                 out.setdefault(name[: -len(EXTENSION)], (build, f"{BUILDS}/{stem}/{build}/{name}"))
@@ -263,10 +260,7 @@ def retire_previous(root, conversation_id: str) -> int:
             write_manifest(root, conversation_id, manifest)
         keep, _ = _referenced(manifest)
         base = as_root(root) / BUILDS / file_stem(conversation_id)
-        try:
-            candidates = sorted(p.name for p in base.iterdir())
-        except FileNotFoundError:
-            return 0
+        candidates = sorted(p.name for p in children(base))
         removed = 0
         for build in candidates:
             if build not in keep:
@@ -278,9 +272,8 @@ def retire_previous(root, conversation_id: str) -> int:
 def remove_conversation_builds(root, conversation_id: str) -> int:
     """Every build of the conversation, published or not (a whole conversation forgotten)."""
     base = as_root(root) / BUILDS / file_stem(conversation_id)
-    try:
-        count = sum(1 for _ in base.iterdir())
-    except FileNotFoundError:
+    count = len(children(base))
+    if not count:
         return 0
     remove_tree(base)
     return count
@@ -345,10 +338,7 @@ def collect_garbage(root, conversation_id: str, run_state: Callable[[str], bool 
     keep, paths = _referenced(manifest)
     base = as_root(root) / BUILDS / file_stem(conversation_id)
     removed = []
-    try:
-        candidates = sorted(p.name for p in base.iterdir())
-    except FileNotFoundError:
-        candidates = []
+    candidates = sorted(p.name for p in children(base))
     for build in candidates:
         if build in keep or (build not in retired and build_is_live(root, conversation_id, build, run_state)):
             continue

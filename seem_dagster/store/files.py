@@ -133,3 +133,12 @@ def remove_tree(path: UPath) -> None:
             path.fs.rm(path.path, recursive=True)
     except FileNotFoundError:
         pass
+
+
+def children(path: UPath) -> list[UPath]:
+    """What a folder (or an object-store prefix) holds; none when it does not exist. An object store
+    says NotADirectoryError of a prefix that holds nothing, a disk FileNotFoundError."""
+    try:
+        return list(path.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        return []

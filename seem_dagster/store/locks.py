@@ -107,6 +107,8 @@ def hold(path: str, *, wait_s: float | None = None, what: str = "", record: bool
             lock.depth -= 1
             if lock.depth == 0:
                 fd, lock.fd = lock.fd, None
+                if record:
+                    os.ftruncate(fd, 0)  # a released lock names no holder (a killed one's record stays: it says who died)
                 os.close(fd)  # releases the record lock
     finally:
         lock.thread_lock.release()
