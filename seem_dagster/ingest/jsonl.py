@@ -28,6 +28,9 @@ from seem_dagster.schemas import Passages
 from seem_dagster.store.keys import InvalidConversationId, check_conversation_id
 
 FORMAT = "jsonl"
+# The fields a line may have; any other is refused, as `Memory.add` refuses it in a turn.
+FIELDS = ("conversation_id", "session_id", "timestamp", "speaker", "text", "id")
+QUESTION_FIELDS = ("question_id", "conversation_id", "question", "question_date", "answer", "category", "evidence")
 
 
 def _objects(text: str, file: str) -> Iterator[tuple[int, Located, dict]]:
@@ -50,6 +53,8 @@ def _timestamp(at: Located, obj: dict, field: str, *, optional: bool = False) ->
         return None
     try:
         return dates.parse_iso(value)
+    except dates.DateOutOfRange as err:
+        raise at.fail(field, str(err)) from None
     except ValueError:
         raise at.fail(field, f"unparseable date {value!r} (expected ISO 8601, e.g. 2024-03-02T19:05:00)") from None
 
@@ -68,11 +73,12 @@ def read(text: str, file: str, options: IngestConfig) -> list[Conversation]:
     ids_seen: dict[tuple[str, str], int] = {}
     skipped: dict[str, list[str]] = {}
     for line_no, at, obj in _objects(text, file):
+        at.only(obj, FIELDS, "a line")
         cid = _conversation_id(at, obj)
         session_id = at.text(obj, "session_id")
         speaker = at.text(obj, "speaker")
         timestamp = _timestamp(at, obj, "timestamp")
-        msg_id = at.require(obj, "id", (str, int), optional=True)
+        msg_id = at.identifier(obj, "id", (str, int), optional=True)
         try:
             body = at.text(obj, "text", max_chars=options.max_turn_chars)
         except InputError as err:
@@ -124,6 +130,7 @@ def read_questions(text: str, file: str, conversations: list[Conversation]) -> N
     rows: dict[str, list[dict]] = {}
     seen: dict[str, int] = {}
     for line_no, at, obj in _objects(text, file):
+        at.only(obj, QUESTION_FIELDS, "a question line")
         qid = at.text(obj, "question_id")
         if qid in seen:
             raise at.fail("question_id", f"duplicate id {qid!r} (also line {seen[qid]})")

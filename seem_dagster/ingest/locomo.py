@@ -48,6 +48,8 @@ def _read_sample(sample: dict, sample_id: str, at: Located, options: IngestConfi
         date_text = Located(at.file, f"{at.record}, conversation").require(conv, date_key, str)
         try:
             timestamp = dates.parse_locomo(date_text)
+        except dates.DateOutOfRange as err:
+            raise InputError(at.file, f"{at.record}, conversation", date_key, str(err)) from None
         except ValueError:
             raise InputError(
                 at.file, f"{at.record}, conversation", date_key,
@@ -55,7 +57,7 @@ def _read_sample(sample: dict, sample_id: str, at: Located, options: IngestConfi
             ) from None
         for turn_index, turn in enumerate(turns):
             where = Located(at.file, f"{at.record}, {key}, turn {turn_index}")
-            dia_id = where.require(turn, "dia_id", str)
+            dia_id = where.identifier(turn, "dia_id")
             where = Located(at.file, f"{at.record}, {key}, turn {turn_index} ({dia_id})")
             speaker = where.text(turn, "speaker")
             caption = where.require(turn, "blip_caption", str, optional=True)
@@ -82,6 +84,7 @@ def _read_sample(sample: dict, sample_id: str, at: Located, options: IngestConfi
         where = Located(at.file, f"{at.record}, qa {q_index}")
         question = where.text(qa, "question")
         answer = qa.get("answer", qa.get("adversarial_answer")) if isinstance(qa, dict) else None
+        where.checked("answer", answer)
         category = where.require(qa, "category", (int, str), optional=True)
         evidence = where.require(qa, "evidence", list, optional=True) or []
         for e_index, ref in enumerate(evidence):

@@ -44,6 +44,8 @@ def read(data: object, file: str, options: IngestConfig) -> list[Conversation]:
 def _parse_date(at: Located, field: str, value: str):
     try:
         return dates.parse_longmemeval(value)
+    except dates.DateOutOfRange as err:
+        raise at.fail(field, str(err)) from None
     except ValueError:
         raise at.fail(field, f"unparseable date {value!r} (expected like '2023/07/01 (Sat) 02:36')") from None
 
@@ -62,8 +64,9 @@ def _read_item(item: dict, qid: str, at: Located, options: IngestConfig) -> Conv
     seen_sessions: dict[str, tuple[int, list]] = {}
     for s_index, (sid, sdate, turns) in enumerate(zip(session_ids, session_dates, sessions)):
         where_s = Located(at.file, f"{at.record}, session {s_index}")
-        if not isinstance(sid, str) or not sid:
+        if not isinstance(sid, str) or not sid.strip():
             raise where_s.fail("haystack_session_ids", f"expected a non-empty string, got {sid!r}")
+        where_s.checked("haystack_session_ids", sid)
         # The public files repeat a few sessions verbatim under the same id on another date. Keep
         # both (they are real history) with the repeat's refs marked "<id>#2:<turn>"; a repeated
         # id with different content is ambiguous and rejected.
@@ -74,6 +77,7 @@ def _read_item(item: dict, qid: str, at: Located, options: IngestConfig) -> Conv
         ref_prefix = sid if occurrence == 1 else f"{sid}{SESSION_REPEAT}{occurrence}"
         if not isinstance(sdate, str):
             raise where_s.fail("haystack_dates", f"expected a string, got {sdate!r}")
+        where_s.checked("haystack_dates", sdate)
         timestamp = _parse_date(where_s, "haystack_dates", sdate)
         if not isinstance(turns, list):
             raise where_s.fail("haystack_sessions", "expected an array of turns")
@@ -99,7 +103,7 @@ def _read_item(item: dict, qid: str, at: Located, options: IngestConfig) -> Conv
     builder.require_turns(at, "haystack_sessions")
     question = at.text(item, "question")
     qdate = at.require(item, "question_date", str, optional=True)
-    answer = item.get("answer")
+    answer = at.checked("answer", item.get("answer"))
     answer_sessions = at.require(item, "answer_session_ids", list, optional=True) or []
     builder.add_question(
         question_id=qid,

@@ -14,11 +14,13 @@ from datetime import datetime, timezone
 
 from seem_dagster.config import IngestConfig
 from seem_dagster.ingest import jsonl
-from seem_dagster.ingest.errors import InputError
+from seem_dagster.ingest.errors import InputError, unknown_field
 from seem_dagster.memory.records import Turn
 from seem_dagster.store.keys import InvalidConversationId, check_conversation_id
 
 FIELDS = ("speaker", "text", "timestamp", "id")
+# What each field may be given as, for the refusal of anything else (bytes, a set, an object).
+KINDS = {"speaker": "string", "text": "string", "timestamp": "ISO text or a datetime", "id": "string or integer"}
 MAX_TURNS = 10_000  # turns in one call
 
 
@@ -26,9 +28,9 @@ def _as_dict(turn: object, at: str) -> dict:
     if isinstance(turn, Turn) or is_dataclass(turn):
         return {k: v for k, v in asdict(turn).items() if v is not None}
     if isinstance(turn, Mapping):
-        unknown = [k for k in turn if k not in FIELDS]
-        if unknown:
-            raise InputError(at, None, str(unknown[0])[:40], f"unknown field (a turn has {', '.join(FIELDS)})")
+        unknown = unknown_field(turn, FIELDS, "a turn")
+        if unknown is not None:
+            raise InputError(at, None, *unknown)
         return dict(turn)
     raise InputError(at, None, None, f"expected a dict or a Turn, got {type(turn).__name__}")
 
@@ -39,6 +41,17 @@ def _stamp(value: object, now: datetime) -> object:
     if isinstance(value, datetime):
         return value.isoformat()
     return value  # the reader says what is wrong with anything else
+
+
+def _line(obj: dict, at: str) -> str:
+    """The JSONL line of one turn. A value JSON cannot hold (bytes, a set, a date without its time) is
+    refused naming its field, never written as its Python form."""
+    for field, value in obj.items():
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            raise InputError(at, None, field, f"expected {KINDS.get(field, 'a JSON value')}, got {type(value).__name__}") from None
+    return json.dumps(obj, ensure_ascii=False)
 
 
 def session_of(timestamp: str) -> str:
@@ -66,7 +79,7 @@ def to_lines(conversation_id: str, turns: Iterable, session_id: str | None, opti
     if session_id is not None and (not isinstance(session_id, str) or not session_id.strip()):
         raise InputError(label, None, "session_id", "must be non-empty text")
     now = now or datetime.now(timezone.utc).replace(microsecond=0)
-    objects = []
+    lines = []
     for n, turn in enumerate(turns, start=1):
         obj = _as_dict(turn, f"{label}: turn {n}")
         obj["timestamp"] = _stamp(obj.get("timestamp"), now)
@@ -76,8 +89,7 @@ def to_lines(conversation_id: str, turns: Iterable, session_id: str | None, opti
                 session = session_of(obj["timestamp"]) if isinstance(obj["timestamp"], str) else "turns"
             except ValueError:
                 session = "turns"  # the reader refuses the timestamp below, naming the turn
-        objects.append({"conversation_id": conversation_id, "session_id": session, **obj})
-    lines = [json.dumps(o, ensure_ascii=False, default=str) for o in objects]
+        lines.append(_line({"conversation_id": conversation_id, "session_id": session, **obj}, f"{label}: turn {n}"))
     try:
         jsonl.read("\n".join(lines), label, options)
     except InputError as err:  # "line N" of these lines is the call's turn N
