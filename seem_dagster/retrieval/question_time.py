@@ -96,74 +96,112 @@ def _ago(number: str, unit: str, asked: date, text: str) -> Window:
     return Window(centre - timedelta(days=round(half)), min(asked, centre + timedelta(days=round(half))), tolerance, sure, text)
 
 
+def _each(pattern: str | re.Pattern, q: str, window):
+    """(position, window(match)) for each match of ``pattern`` that names a time (``window`` gives None
+    when it does not). One whose days the calendar cannot hold ("3000 years ago", "winter 9999", "in May
+    0000": before year 1 or past 9999) names none and is passed over; the others are still read."""
+    for m in re.finditer(pattern, q):
+        try:
+            found = window(m)
+        except (ValueError, OverflowError):
+            continue
+        if found is not None:
+            yield m.start(), found
+
+
 def _rules(q: str, asked: date):
     """(position, window) of every expression found, in the order the rules are tried."""
-    for m in re.finditer(rf"\b{_NUMBER} ({_UNIT})s? {AGO}", q):
-        yield m.start(), _ago(m.group(1), m.group(2), asked, m.group(0))
-    for m in re.finditer(rf"\b(?:(?:in|over|during|within) the|this) (?:last|past) (?:{_NUMBER} )?({_UNIT})s?\b", q):
+    def year(text: str | None) -> int | None:
+        return int(text) if text else None
+
+    yield from _each(rf"\b{_NUMBER} ({_UNIT})s? {AGO}", q, lambda m: _ago(m.group(1), m.group(2), asked, m.group(0)))
+
+    def within(m):
         n = _count(m.group(1)) if m.group(1) else 1.0
         span = round(n * _UNIT_DAYS[m.group(2)])
-        yield m.start(), Window(asked - timedelta(days=span), asked, max(1.0, span * 0.1), 0.9, m.group(0))
-    for m in re.finditer(r"(?<!most )\b(recently|lately|these days|nowadays)\b", q):
-        yield m.start(), Window(asked - timedelta(days=30), asked, 30.0, 0.4, m.group(0))
-    for m in re.finditer(rf"\blast ({WEEKDAY})\b", q):
-        day = last_weekday(m.group(1), asked)
-        yield m.start(), Window(day, day, 1.0, 1.0, m.group(0))
-    for m in re.finditer(rf"\bthis ({WEEKDAY})\b", q):  # a question asks about the past: the last one, today included
-        day = last_or_today(m.group(1), asked)
-        yield m.start(), Window(day, day, 1.0, 1.0, m.group(0))
+        return Window(asked - timedelta(days=span), asked, max(1.0, span * 0.1), 0.9, m.group(0))
+
+    yield from _each(rf"\b(?:(?:in|over|during|within) the|this) (?:last|past) (?:{_NUMBER} )?({_UNIT})s?\b", q, within)
+    yield from _each(r"(?<!most )\b(recently|lately|these days|nowadays)\b", q,
+                     lambda m: Window(asked - timedelta(days=30), asked, 30.0, 0.4, m.group(0)))
+
+    def one_day(day: date | None, m, tolerance: float = 1.0, sure: float = 1.0, **kinds) -> Window | None:
+        return Window(day, day, tolerance, sure, m.group(0), **kinds) if day is not None else None
+
+    yield from _each(rf"\blast ({WEEKDAY})\b", q, lambda m: one_day(last_weekday(m.group(1), asked), m))
+    # "this Monday": a question asks about the past, so the last one, today included.
+    yield from _each(rf"\bthis ({WEEKDAY})\b", q, lambda m: one_day(last_or_today(m.group(1), asked), m))
     for pattern in HOLIDAYS:
-        for m in re.finditer(rf"\b(?:on|for|at|during|over|around|last|this past) ({pattern})\b", q):
-            day = holiday(pattern, asked)
-            yield m.start(), Window(day, day, 2.0, 1.0, m.group(0), calendar=True)
-    for m in re.finditer(r"\b(?:over|during|for|around) the (?:holidays|holiday season)\b", q):
+        yield from _each(rf"\b(?:on|for|at|during|over|around|last|this past) ({pattern})\b", q,
+                         lambda m, pattern=pattern: one_day(holiday(pattern, asked), m, 2.0, calendar=True))
+
+    def holidays(m):
         first, last = the_holidays(asked)
-        yield m.start(), Window(first, min(asked, last), 7.0, 0.5, m.group(0), calendar=True)
-    for m in re.finditer(rf"\b(?:on )?(?:the )?({MONTH})\.? (\d{{1,2}})(?:st|nd|rd|th)?(?:,?\s*(\d{{4}}))?\b"
-                         rf"|\b(?:on )?(?:the )?(\d{{1,2}})(?:st|nd|rd|th)? (?:of )?({MONTH})(?:,?\s*(\d{{4}}))?\b", q):
+        return Window(first, min(asked, last), 7.0, 0.5, m.group(0), calendar=True)
+
+    yield from _each(r"\b(?:over|during|for|around) the (?:holidays|holiday season)\b", q, holidays)
+
+    def month_day(m):
         month_name, day_text, year_text = (m.group(1), m.group(2), m.group(3)) if m.group(1) else (m.group(5), m.group(4), m.group(6))
-        day = day_of_month(month_number(month_name), int(day_text), asked, int(year_text) if year_text else None)
-        if day is not None:
-            yield m.start(), Window(day, day, 1.0, 1.0, m.group(0), calendar=True, year_said=year_text is not None)
+        day = day_of_month(month_number(month_name), int(day_text), asked, year(year_text))
+        return one_day(day, m, calendar=True, year_said=year_text is not None)
+
+    yield from _each(rf"\b(?:on )?(?:the )?({MONTH})\.? (\d{{1,2}})(?:st|nd|rd|th)?(?:,?\s*(\d{{4}}))?\b"
+                     rf"|\b(?:on )?(?:the )?(\d{{1,2}})(?:st|nd|rd|th)? (?:of )?({MONTH})(?:,?\s*(\d{{4}}))?\b", q, month_day)
     # "on the 15th": the last such day of a month, when nothing names a month ("the 15th floor", "the 20th of May" do).
-    for m in re.finditer(r"\bon the (\d{1,2})(?:st|nd|rd|th)(?=\s*(?:[?.!,;:]|$|(?:and|or|when|while|at|with|so|but)\b))", q):
-        day = last_day_numbered(int(m.group(1)), asked)
-        if day is not None:
-            yield m.start(), Window(day, day, 1.0, 0.9, m.group(0), calendar=True)
-    for m in re.finditer(rf"\b(early|mid|late|the (?:beginning|start|middle|end) of)[- ]({MONTH})(?:,? (\d{{4}}))?\b", q):
+    yield from _each(r"\bon the (\d{1,2})(?:st|nd|rd|th)(?=\s*(?:[?.!,;:]|$|(?:and|or|when|while|at|with|so|but)\b))", q,
+                     lambda m: one_day(last_day_numbered(int(m.group(1)), asked), m, sure=0.9, calendar=True))
+
+    def part_of_month(m):
         first, last = part_of_named_month(m.group(1).removeprefix("the ").removesuffix(" of"), month_number(m.group(2)), asked,
-                                          int(m.group(3)) if m.group(3) else None)
-        yield m.start(), Window(first, last, 5.0, 0.8, m.group(0), calendar=True, year_said=m.group(3) is not None)
-    for m in re.finditer(rf"\b(?:between|from) ({MONTH})(?:,? (\d{{4}}))? (?:and|to|until|till) ({MONTH})(?:,? (\d{{4}}))?\b", q):
-        second = month_span(month_number(m.group(3)), asked, int(m.group(4)) if m.group(4) else None)
-        first = month_span(month_number(m.group(1)), second[1], int(m.group(2)) if m.group(2) else None)
-        yield m.start(), Window(first[0], second[1], 5.0, 0.9, m.group(0), calendar=True,
-                                year_said=m.group(2) is not None or m.group(4) is not None)
-    for m in re.finditer(rf"\bsince ({MONTH})(?:,? (\d{{4}}))?\b", q):
-        first, _ = month_span(month_number(m.group(1)), asked, int(m.group(2)) if m.group(2) else None)
-        yield m.start(), Window(first, asked, 5.0, 0.7, m.group(0), calendar=True, year_said=m.group(2) is not None)
-    for m in re.finditer(rf"\b(?:in|during|throughout|of) ({MONTH})(?:,? (\d{{4}}))?\b", q):
-        first, last = month_span(month_number(m.group(1)), asked, int(m.group(2)) if m.group(2) else None)
-        yield m.start(), Window(first, last, 5.0, 0.8, m.group(0), calendar=True, year_said=m.group(2) is not None)
+                                          year(m.group(3)))
+        return Window(first, last, 5.0, 0.8, m.group(0), calendar=True, year_said=m.group(3) is not None)
+
+    yield from _each(rf"\b(early|mid|late|the (?:beginning|start|middle|end) of)[- ]({MONTH})(?:,? (\d{{4}}))?\b", q, part_of_month)
+
+    def between(m):
+        second = month_span(month_number(m.group(3)), asked, year(m.group(4)))
+        first = month_span(month_number(m.group(1)), second[1], year(m.group(2)))
+        return Window(first[0], second[1], 5.0, 0.9, m.group(0), calendar=True, year_said=m.group(2) is not None or m.group(4) is not None)
+
+    yield from _each(rf"\b(?:between|from) ({MONTH})(?:,? (\d{{4}}))? (?:and|to|until|till) ({MONTH})(?:,? (\d{{4}}))?\b", q, between)
+
+    def since(m):
+        first, _ = month_span(month_number(m.group(1)), asked, year(m.group(2)))
+        return Window(first, asked, 5.0, 0.7, m.group(0), calendar=True, year_said=m.group(2) is not None)
+
+    yield from _each(rf"\bsince ({MONTH})(?:,? (\d{{4}}))?\b", q, since)
+
+    def in_month(m):
+        first, last = month_span(month_number(m.group(1)), asked, year(m.group(2)))
+        return Window(first, last, 5.0, 0.8, m.group(0), calendar=True, year_said=m.group(2) is not None)
+
+    yield from _each(rf"\b(?:in|during|throughout|of) ({MONTH})(?:,? (\d{{4}}))?\b", q, in_month)
+
     # A season: the last one begun by the question's date ("in the spring", "this winter"), or of the year said.
-    for m in re.finditer(rf"\b(?:(?:in|during|over|throughout|this) (?:the )?({SEASON})(?:,?(?: of)? (\d{{4}}))?|({SEASON}),?(?: of)? (\d{{4}}))\b", q):
-        name, year = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
-        first, last = season_span(name, int(year)) if year else last_season(name, asked)
-        yield m.start(), Window(first, last, 15.0, 0.6, m.group(0), calendar=True, year_said=year is not None)
+    def season(m):
+        name, year_text = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+        first, last = season_span(name, int(year_text)) if year_text else last_season(name, asked)
+        return Window(first, last, 15.0, 0.6, m.group(0), calendar=True, year_said=year_text is not None)
+
+    yield from _each(rf"\b(?:(?:in|during|over|throughout|this) (?:the )?({SEASON})(?:,?(?: of)? (\d{{4}}))?|({SEASON}),?(?: of)? (\d{{4}}))\b",
+                     q, season)
     from seem_dagster.episodic.extraction import timex  # dateparser loads on the first question that needs it
 
-    for m in timex.RELATIVE_PATTERN.finditer(q):
+    def relative(m):
         resolved = timex.resolve(m.group(0), asked)
-        if resolved is not None and resolved.start <= asked:
-            days = (resolved.end - resolved.start).days + 1
-            yield m.start(), Window(resolved.start, min(resolved.end, asked), 1.0 if days == 1 else min(10.0, days / 3),
-                                    1.0 if days <= 2 else 0.9 if days <= 9 else 0.8, m.group(0),
-                                    calendar=timex.NUMERIC_DATE.search(m.group(0)) is not None,
-                                    year_said=timex.NUMERIC_WITH_YEAR.search(m.group(0)) is not None)
-    for m in re.finditer(r"\b(?:this|so far this) year\b", q):
-        yield m.start(), Window(date(asked.year, 1, 1), asked, 15.0, 0.6, m.group(0))
-    for m in re.finditer(r"\blast year\b", q):
-        yield m.start(), Window(date(asked.year - 1, 1, 1), date(asked.year - 1, 12, 31), 30.0, 0.7, m.group(0))
+        if resolved is None or resolved.start > asked:
+            return None
+        days = (resolved.end - resolved.start).days + 1
+        return Window(resolved.start, min(resolved.end, asked), 1.0 if days == 1 else min(10.0, days / 3),
+                      1.0 if days <= 2 else 0.9 if days <= 9 else 0.8, m.group(0),
+                      calendar=timex.NUMERIC_DATE.search(m.group(0)) is not None,
+                      year_said=timex.NUMERIC_WITH_YEAR.search(m.group(0)) is not None)
+
+    yield from _each(timex.RELATIVE_PATTERN, q, relative)
+    yield from _each(r"\b(?:this|so far this) year\b", q, lambda m: Window(date(asked.year, 1, 1), asked, 15.0, 0.6, m.group(0)))
+    yield from _each(r"\blast year\b", q,
+                     lambda m: Window(date(asked.year - 1, 1, 1), date(asked.year - 1, 12, 31), 30.0, 0.7, m.group(0)))
 
 
 def question_window(question: str, asked: datetime | date) -> Window | None:

@@ -194,7 +194,16 @@ def _full_year(two_digits: int, base_year: int) -> int:
 
 
 def resolve(expression: str, base: datetime | date, *, prefer: str = "past") -> ResolvedTime | None:
-    """Resolve ``expression`` said at ``base``; ``prefer`` ("past"/"future") settles "in June" and the like."""
+    """Resolve ``expression`` said at ``base``; ``prefer`` ("past"/"future") settles "in June" and the like.
+    An expression whose days the calendar cannot hold ("winter 9999" ends in year 10000, "in May 0000",
+    "in 9000 years" said in 2200) names no time: None, never an error, whatever the words."""
+    try:
+        return _resolve(expression, base, prefer)
+    except (ValueError, OverflowError):  # a year past 9999 or before 1, or a count of days no date reaches
+        return None
+
+
+def _resolve(expression: str, base: datetime | date, prefer: str) -> ResolvedTime | None:
     text = " ".join(expression.split())
     # "three days back", "a couple weeks ago", "Valentine’s Day": the words and counts the rules below read.
     said = re.sub(rf"\b((?:days?|weeks?|fortnights?|weekends?|months?|years?|(?:{WEEKDAY})s)) back$", r"\1 ago", text, flags=re.IGNORECASE)
