@@ -4,6 +4,7 @@ signal stopped it; and its whole event log written as text for the user."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import tempfile
 from datetime import datetime, timezone
@@ -31,17 +32,28 @@ def _cause(err) -> str:
     return text.splitlines()[-1] if text else err.cls_name
 
 
+class RunLogError(RuntimeError):
+    """A failed run whose log could not be written (a full disk, a read-only folder): one line with the
+    run's failure and why its log is missing. Nothing of the run was published, and nothing already
+    written is touched: the input log keeps the turns it holds for the next build."""
+
+
 def failure_message(result) -> str:
+    return _failure(result.all_events)
+
+
+def _failure(events) -> str:
     # A failed blocking check fails the step that ran it: name the check, not Dagster's summary of it.
-    for event in result.all_events:
+    events = list(events)
+    for event in events:
         if event.event_type_value == "ASSET_CHECK_EVALUATION":
             data = event.event_specific_data
             if not data.passed:
                 return f"check {data.check_name} failed on {data.asset_key.to_user_string()}"
-    for event in result.all_events:
+    for event in events:
         if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
             return f"{event.step_key}: {_cause(event.step_failure_data.error)}"
-    for event in result.all_events:  # before any step: resources (a setting in run config) or the run itself
+    for event in events:  # before any step: resources (a setting in run config) or the run itself
         error = getattr(event.event_specific_data, "error", None)
         if event.event_type_value in ("RESOURCE_INIT_FAILURE", "RUN_FAILURE") and error is not None:
             return _cause(error)
@@ -73,11 +85,12 @@ def interrupted(result) -> bool:
 
 def write_run_log(instance: DagsterInstance, run_id: str, folder: Path, conversation_id: str) -> Path:
     """The run's event log as text, every error with its stack trace: what the console no longer prints.
-    Its first line names the conversation, so forgetting in it finds the log (``forgetting.sweep``)."""
-    folder.mkdir(parents=True, exist_ok=True)
+    Its first line names the conversation, so forgetting in it finds the log (``forgetting.sweep``).
+    Raises RunLogError when the log cannot be written (no part of it is left behind)."""
     path = folder / f"{run_id}.log"
     lines = [f"# conversation {conversation_id}"]
-    for entry in instance.all_logs(run_id):
+    entries = instance.all_logs(run_id)
+    for entry in entries:
         stamp = datetime.fromtimestamp(entry.timestamp, timezone.utc).isoformat(timespec="seconds")
         event = entry.dagster_event
         kind = event.event_type_value if event else "LOG"
@@ -86,7 +99,15 @@ def write_run_log(instance: DagsterInstance, run_id: str, folder: Path, conversa
         error = getattr(event.event_specific_data, "error", None) if event else None
         if error is not None:
             lines.append(error.to_string())
-    path.write_text("\n".join(lines) + "\n")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines) + "\n")
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)  # a part of a log would read as the whole of it
+        why = _failure(e.dagster_event for e in entries if e.dagster_event is not None)
+        raise RunLogError(f"the build of {conversation_id} failed: {why} (nothing of it was published; its log could not be "
+                          f"written to {folder}: {err.strerror or type(err).__name__})") from None
     return path
 
 
