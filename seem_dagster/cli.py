@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import typing
 from dataclasses import dataclass
@@ -22,8 +23,50 @@ SAMPLE_DIR = Path(__file__).resolve().parent.parent / "data"
 
 
 def _fail(message: str, code: int) -> int:
-    print(f"seem: error: {message}", file=sys.stderr)
+    print(shown(f"seem: error: {message}"), file=sys.stderr)
     return code
+
+
+# What a terminal would act on rather than show: C0 controls but newline and tab (ESC starts a colour or
+# cursor sequence, BEL rings, CR overwrites the line), DEL, C1 controls (U+009B is a CSI of its own),
+# and a lone surrogate (no character; it cannot even be written as UTF-8).
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def shown(text: str) -> str:
+    """``text`` as the terminal gets it: each control character written as its escape (\\x1b, \\x07,
+    \\x9b, a surrogate \\udcff), so a turn's or a result's text can neither move the cursor, recolour or
+    clear the screen nor hide what surrounds it. The one function every text output of `seem query`
+    and `seem sql` (table and CSV) goes through; the memory keeps the text exact (`--json`, `--format json`)."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
+
+
+def _text_argument(value: str, name: str) -> str:
+    """A text argument (a question, SQL, an id) that can be read: a byte that is not UTF-8 reaches Python
+    as a lone surrogate, refused here in one line naming the argument (``ingest.errors.text_problem``)."""
+    from seem_dagster.ingest.errors import text_problem
+
+    problem = text_problem(value)
+    if problem is not None:
+        raise ArgumentRefused(f"{name}: {problem}")
+    return value
+
+
+def _date_argument(value: str, name: str, parse):
+    """``parse(value)`` (an ISO date or date-time) within the supported dates (``ingest.dates``), or one line."""
+    from seem_dagster.ingest import dates
+
+    _text_argument(value, name)
+    try:
+        return dates.check_range(parse(value))
+    except dates.DateOutOfRange as err:
+        raise ArgumentRefused(f"{name} {value!r}: {err}") from None
+    except ValueError:
+        raise ArgumentRefused(f"{name} {value!r} is not an ISO date") from None
+
+
+class ArgumentRefused(ValueError):
+    """A command-line argument refused before anything runs: one line, exit 2."""
 
 
 @dataclass(frozen=True)
@@ -161,7 +204,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     import json
 
     def fail(message: str, code: int) -> int:
-        if args.json:
+        if args.json:  # ASCII JSON: a lone surrogate of the arguments is written as its escape
             print(json.dumps({"question": args.question, "conversation_id": args.conversation, "error": message, "exit_code": code}))
         return _fail(message, code)
 
@@ -169,6 +212,8 @@ def cmd_query(args: argparse.Namespace) -> int:
         return _query(args)
     except QueryError as err:
         return fail(err.message, err.code)
+    except ArgumentRefused as err:
+        return fail(str(err), EXIT_INPUT)
 
 
 @dataclass
@@ -192,18 +237,13 @@ def _query(args: argparse.Namespace) -> int:
         check_conversation_id(args.conversation)
     except InvalidConversationId as err:
         raise QueryError(f"--conversation: {err}", EXIT_INPUT) from None
+    _text_argument(args.question, "the question")
     if not args.question.strip():
         raise QueryError("the question is empty", EXIT_INPUT)
     if len(args.question) > MAX_QUESTION_CHARS:
         raise QueryError(f"the question is {len(args.question)} characters, over the limit of {MAX_QUESTION_CHARS}", EXIT_INPUT)
-    try:
-        date = datetime.fromisoformat(args.date) if args.date else None
-    except ValueError:
-        raise QueryError(f"--date {args.date!r} is not an ISO date", EXIT_INPUT) from None
-    try:
-        as_of = parse_as_of(args.as_of) if args.as_of else None
-    except ValueError:
-        raise QueryError(f"--as-of {args.as_of!r} is not an ISO date", EXIT_INPUT) from None
+    date = _date_argument(args.date, "--date", datetime.fromisoformat) if args.date else None
+    as_of = _date_argument(args.as_of, "--as-of", parse_as_of) if args.as_of else None
     try:
         resolved = _resolve(args, QUERY_FLAGS)
     except ConfigError as err:
@@ -223,18 +263,19 @@ def _query(args: argparse.Namespace) -> int:
         print(json.dumps(recall.to_json(), indent=2, ensure_ascii=False))
         return 0
     memory = f"; the memory as it stood on {as_of:%Y-%m-%d}" if as_of else ""
-    print(f"Q: {args.question}  (asked {recall.date:%Y-%m-%d}{memory}, {recall.mode} retrieval, {recall.seconds * 1000:.0f} ms)\n")
+    out = [f"Q: {args.question}  (asked {recall.date:%Y-%m-%d}{memory}, {recall.mode} retrieval, {recall.seconds * 1000:.0f} ms)\n"]
     for hit in recall.hits:
-        print(f"{hit.rank:>3}. [{hit.source_ref}] {hit.timestamp:%Y-%m-%d} {hit.speaker}: {hit.text}")
-        print(f"     why: {hit.reason}")
-    print(f"\nContext ({recall.context.tokens} of {config.query.budget_tokens} tokens):\n" + recall.context.text)
+        out.append(f"{hit.rank:>3}. [{hit.source_ref}] {hit.timestamp:%Y-%m-%d} {hit.speaker}: {hit.text}")
+        out.append(f"     why: {hit.reason}")
+    out.append(f"\nContext ({recall.context.tokens} of {config.query.budget_tokens} tokens):\n" + recall.context.text)
     if recall.llm_calls is None:
-        print("\n(no answering model configured: the evidence above is the output; see --backend)")
+        out.append("\n(no answering model configured: the evidence above is the output; see --backend)")
     elif recall.answer is None:
         failed = [r for r in recall.llm_calls if r["status"] != "ok"]
-        print(f"\nA: (the model gave no valid answer: {failed[-1]['error'] if failed else 'unknown'})")
+        out.append(f"\nA: (the model gave no valid answer: {failed[-1]['error'] if failed else 'unknown'})")
     else:
-        print(f"\nA: {recall.answer['answer']}  (evidence: {', '.join(recall.answer['evidence']) or 'none cited'})")
+        out.append(f"\nA: {recall.answer['answer']}  (evidence: {', '.join(recall.answer['evidence']) or 'none cited'})")
+    print(shown("\n".join(out)))
     return 0
 
 
@@ -251,7 +292,13 @@ def cmd_sql(args: argparse.Namespace) -> int:
     if not args.schema and args.query is None:
         return _fail("give a query (one SELECT statement) or --schema", EXIT_INPUT)
     try:
+        if args.query is not None:
+            _text_argument(args.query, "the query")
+        if args.conversation is not None:
+            _text_argument(args.conversation, "--conversation")
         resolved = _resolve(args, SQL_FLAGS)
+    except ArgumentRefused as err:
+        return _fail(str(err), EXIT_INPUT)
     except ConfigError as err:
         return _fail(str(err), EXIT_INPUT)
     config = resolved.config
@@ -263,7 +310,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
                 print(render_schema(described, "json" if args.format == "json" else "table"))
                 return 0
             result = memory.sql(args.query, args.conversation)
-            text = render(result, args.format, config.sql.max_rows)
+            text = render(result if args.format == "json" else _shown_result(result), args.format, config.sql.max_rows)
         except SqlRefused as err:
             return _fail(str(err), EXIT_INPUT)
         except InvalidRequest as err:
@@ -275,6 +322,22 @@ def cmd_sql(args: argparse.Namespace) -> int:
     if result.truncated and args.format != "table":
         print(f"seem sql: cut at {config.sql.max_rows} rows (sql.max_rows)", file=sys.stderr)
     return 0
+
+
+def _shown_result(result):
+    """The result with every text value and column name as ``shown`` writes it (the table and CSV are
+    read in a terminal; ``--format json`` gives the values exact)."""
+    import dataclasses
+
+    import polars as pl
+
+    frame = result.frame
+    text = [c for c, t in frame.schema.items() if t == pl.String]
+    frame = frame.with_columns(pl.col(c).map_elements(shown, return_dtype=pl.String, skip_nulls=True) for c in text)
+    names = {c: shown(c) for c in frame.columns}
+    if len(set(names.values())) == len(names):
+        frame = frame.rename(names)
+    return dataclasses.replace(result, frame=frame)
 
 
 def _say_skipped(skipped: dict) -> None:
@@ -367,9 +430,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from datetime import datetime
 
     try:
-        date = datetime.fromisoformat(args.date) if args.date else None
-    except ValueError:
-        return _fail(f"--date {args.date!r} is not an ISO date", EXIT_INPUT)
+        date = _date_argument(args.date, "--date", datetime.fromisoformat) if args.date else None
+        _text_argument(args.question, "the question")
+    except ArgumentRefused as err:
+        return _fail(str(err), EXIT_INPUT)
     if not args.agent:
         return _fail("`seem ask` answers with the tool-using agent: add --agent (`seem query --backend ...` answers "
                      "from SEEM's context in one call)", EXIT_INPUT)
@@ -413,10 +477,15 @@ def cmd_forget(args: argparse.Namespace) -> int:
     import json
 
     from seem_dagster.config import ConfigError
+    from seem_dagster.ingest.dates import parse_iso
     from seem_dagster.memory import BuildFailed, InvalidRequest
 
     try:
+        if args.before is not None:
+            _date_argument(args.before, "--before", parse_iso)
         resolved = _resolve(args, (STORE,))
+    except ArgumentRefused as err:
+        return _fail(str(err), EXIT_INPUT)
     except ConfigError as err:
         return _fail(str(err), EXIT_INPUT)
     try:
@@ -432,7 +501,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
         refs = ", ".join(done.source_refs[:20]) + (f" and {len(done.source_refs) - 20} more" if len(done.source_refs) > 20 else "")
         left = (f"{done.passages} turns remain, published as build {done.build_id[:8]}" if done.build_id
                 else "the whole conversation is gone from the store")
-        print(f"{done.conversation_id}: forgot {done.turns} turns ({refs}); {left} ({done.seconds:.1f} s)")
+        print(shown(f"{done.conversation_id}: forgot {done.turns} turns ({refs}); {left} ({done.seconds:.1f} s)"))
         print("removed: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in done.removed.items()))
         print("tombstones (ids and keyed hashes, no text) keep every later build from bringing them back")
     for warning in done.warnings:
@@ -625,6 +694,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout = open(os.devnull, "w")
         return 141
     except Exception as err:
+        run_events = sys.modules.get("seem_dagster.defs.run_events")  # loaded by any command that builds
+        if run_events is not None and isinstance(err, run_events.RunLogError):  # a failed run whose log found no room
+            return _fail(str(err), EXIT_RUN)
         if not type(err).__module__.startswith(OBJECT_STORE_CLIENTS):
             raise
         # An object store that refused or could not be reached: one line, and where credentials come from.
