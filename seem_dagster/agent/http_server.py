@@ -8,6 +8,10 @@
   token's scope (``tokens.Tenant``) is put on the request and every tool call reads through it
   (``MemoryTools.scoped``). The file is re-read when it changes. Without a tokens file the server
   binds only to loopback, and every caller sees every conversation (the operator's own use).
+- Bodies: a POST's body is read whole before the MCP layer sees it; a client that goes away before
+  sending all of it is let go without a word (nothing to answer, nothing for the log). A tool call
+  whose arguments hold a string that is no text (JSON's lone "\\ud800") is answered with a tool error
+  naming the argument, where the SDK's JSON parser would refuse the whole message unnamed.
 - Bounds: the request body (``agent.max_request_bytes``, the SDK answers 413), the calls run at
   once (``agent.concurrent_calls``) and each call's time (``agent.call_timeout_s``); SQL runs in
   worker processes under ``sql.memory_limit_mb`` (``sql/pool.py``).
@@ -25,6 +29,7 @@ import gc
 import ipaddress
 import json
 import os
+import re
 import select
 import signal
 import socket
@@ -33,7 +38,7 @@ import sys
 
 from threadpoolctl import threadpool_limits
 
-from seem_dagster.agent.mcp_server import build_server, quiet_libraries
+from seem_dagster.agent.mcp_server import build_server, quiet_libraries, unreadable_argument
 from seem_dagster.agent.tokens import TokensFile
 from seem_dagster.agent.tools import MemoryTools, ToolInputError
 
@@ -81,12 +86,13 @@ async def _answer(send, status: int, body: dict, headers: list | None = None) ->
 
 
 class Gate:
-    """The ASGI app in front of the MCP app: health, draining, and the bearer check."""
+    """The ASGI app in front of the MCP app: health, draining, the bearer check, and reading the body."""
 
-    def __init__(self, inner, tokens: TokensFile | None):
+    def __init__(self, inner, tokens: TokensFile | None, max_body: int = 1 << 20):
         self.inner = inner
         self.tokens = tokens
         self.draining = False
+        self.max_body = max_body
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":  # lifespan: the MCP app's session manager starts and stops with it
@@ -105,7 +111,67 @@ class Gate:
                 return await _answer(send, 401, {"error": "a valid bearer token is required"},
                                      [(b"www-authenticate", b'Bearer realm="seem-memory"')])
             scope[TENANT] = tenant
+        if scope.get("method") != "POST":
+            return await self.inner(scope, receive, send)
+        read = await _read_body(receive, self.max_body)
+        if read is None:
+            return None  # the client left mid-body: no one to answer
+        body, receive = read
+        refused = _unreadable_call(body)
+        if refused is not None:
+            return await _answer(send, 200, refused)
         return await self.inner(scope, receive, send)
+
+
+async def _read_body(receive, limit: int):
+    """(the body, a ``receive`` that hands it on), or None when the client disconnected before its end.
+    Past ``limit`` bytes the reading stops and the SDK, handed what came and the rest, answers 413."""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
+        chunks.append(chunk)
+        size += len(chunk)
+        if not message.get("more_body", False) or size > limit:
+            break
+    body, more = b"".join(chunks), message.get("more_body", False)
+    handed = False
+
+    async def replay():
+        nonlocal handed
+        if not handed:
+            handed = True
+            return {"type": "http.request", "body": body, "more_body": more}
+        return await receive()
+
+    return body, replay
+
+
+# JSON's escape of a surrogate (a high \\ud800-\\udbff or a low \\udc00-\\udfff): only a body holding one is parsed here.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _unreadable_call(body: bytes) -> dict | None:
+    """The JSON-RPC answer (a tool error naming the argument) to a tools/call whose arguments hold a
+    lone surrogate, else None (the SDK reads everything else, a pair of surrogates included)."""
+    if not _SURROGATE_ESCAPE.search(body):
+        return None
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None  # the SDK says what is wrong with it
+    if not isinstance(message, dict) or message.get("method") != "tools/call" or not isinstance(message.get("params"), dict):
+        return None
+    params = message["params"]
+    arguments = params.get("arguments")
+    if not isinstance(arguments, dict):
+        return None
+    why = unreadable_argument(str(params.get("name"))[:80].encode("utf-8", "backslashreplace").decode(), arguments)
+    if why is None:
+        return None
+    return {"jsonrpc": "2.0", "id": message.get("id"), "result": {"content": [{"type": "text", "text": why}], "isError": True}}
 
 
 def tenant_scope(tools: MemoryTools):
@@ -134,7 +200,7 @@ def build_app(tools: MemoryTools, tokens: TokensFile | None, host: str = "127.0.
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     inner = server.streamable_http_app(stateless_http=True, json_response=True, max_request_body_size=agent.max_request_bytes,
                                        transport_security=security, host=host)
-    return Gate(inner, tokens)
+    return Gate(inner, tokens, agent.max_request_bytes)
 
 
 def open_tokens(tools: MemoryTools, host: str) -> TokensFile | None:

@@ -2,8 +2,11 @@
 ``http_server.py``, on streamable HTTP.
 
 The tools' input schemas come from the signatures below (the SDK validates every call against
-them, and ``RefuseUnknownArguments`` refuses an argument no tool has: a misspelt
-``conversation`` must not be answered from the default conversation as if it had been heard).
+them), and ``RefuseBadArguments`` first refuses, each in one line naming the argument
+(``refused_arguments``): an argument no tool has (a misspelt ``conversation`` must not be answered
+from the default conversation as if it had been heard); a value of another JSON type than its
+schema's, never coerced (the SDK would read ``"k": "5"`` as 5 and ``true`` as 1); a string that is
+no text (a lone surrogate); a date outside the supported ones (``ingest.dates``).
 What each tool does and refuses is in ``tools.MemoryTools``. A refused call is an MCP tool error
 whose text is the one-line reason. Calls run side by side in worker threads, at most
 ``agent.concurrent_calls`` at once, each answered with an error after ``agent.call_timeout_s``.
@@ -21,6 +24,8 @@ from mcp.server.mcpserver import Context  # at module level: the tools' annotati
 from pydantic import Field
 
 from seem_dagster.agent.tools import MemoryTools, ToolInputError, as_json
+from seem_dagster.ingest import dates
+from seem_dagster.ingest.errors import json_type, text_problem
 
 INSTRUCTIONS = (
     "Memory of long conversations. Start with `schema` (views, columns, property names) or `search` (the turns that answer "
@@ -32,6 +37,8 @@ Conversation = Annotated[str | None, Field(description="conversation id (default
                                            max_length=200)]
 # Forgetting rebuilds the conversation (a Dagster run): it is not cut off at the call timeout.
 UNTIMED = frozenset({"forget"})
+# The arguments that are dates (ISO text), of any tool.
+DATE_ARGUMENTS = frozenset({"date", "as_of", "before"})
 
 
 def unknown_arguments(tool: str, arguments: object, accepted: Mapping[str, frozenset[str]]) -> str | None:
@@ -48,23 +55,106 @@ def unknown_arguments(tool: str, arguments: object, accepted: Mapping[str, froze
     return None
 
 
-class RefuseUnknownArguments:
-    """MCP middleware: a tools/call whose arguments name a parameter the tool lacks gets a tool error."""
+def _text_problem_in(value: object) -> str | None:
+    """``text_problem`` of the first string in ``value`` (a string, or any JSON value around strings)."""
+    if isinstance(value, str):
+        return text_problem(value)
+    parts = [*value.keys(), *value.values()] if isinstance(value, Mapping) else value if isinstance(value, list) else []
+    return next((why for why in map(_text_problem_in, parts) if why is not None), None)
+
+
+def unreadable_argument(tool: str, arguments: Mapping) -> str | None:
+    """"<tool>: <argument>: not valid Unicode ..." for the first argument holding a string that is no
+    text (a lone surrogate, which JSON's "\\ud800" alone decodes to), else None."""
+    for name, value in arguments.items():
+        why = _text_problem_in(value)
+        if why is not None:
+            return f"{tool}: {name}: {why}"
+    return None
+
+
+def refused_arguments(tool: str, arguments: object, schemas: Mapping[str, Mapping]) -> str | None:
+    """Why a call's arguments are refused before the tool runs (``schemas``: each tool's input schema),
+    else None: not an object, a name the tool lacks, a string that is no text, a value of another JSON
+    type than its schema's (strictly: "5" is no integer, true no number, 5.0 no integer), or a date
+    outside the supported ones. Bounds (lengths, ranges) are the SDK's to check, with its words."""
+    why = unknown_arguments(tool, arguments, {name: frozenset(s.get("properties", {})) for name, s in schemas.items()})
+    if why is not None or tool not in schemas or not arguments:
+        return why
+    why = unreadable_argument(tool, arguments)
+    if why is not None:
+        return why
+    properties = schemas[tool].get("properties", {})
+    for name, value in arguments.items():
+        why = _type_problem(value, properties[name])
+        if why is not None:
+            return f"{tool}: {name}: {why}"
+        if name in DATE_ARGUMENTS and isinstance(value, str):
+            try:
+                dates.parse_iso(value)
+            except dates.DateOutOfRange as err:
+                return f"{tool}: {name}: {err}"
+            except ValueError:
+                pass  # the tool says what is wrong with text that is no date
+    return None
+
+
+_JSON_TYPES = {"string": "string", "integer": "integer", "number": "number", "boolean": "boolean", "null": "null",
+               "array": "array", "object": "object"}
+
+
+def _type_problem(value: object, schema: Mapping) -> str | None:
+    """Why ``value`` is not of the JSON type ``schema`` (or one of its ``anyOf``) gives, else None."""
+    options = schema.get("anyOf") or [schema]
+    if any(_fits(value, option) for option in options):
+        return None
+    wanted = [option.get("type") for option in options if option.get("type") in _JSON_TYPES]
+    if isinstance(value, list):
+        for option in options:
+            if option.get("type") == "array":
+                for i, item in enumerate(value):
+                    why = _type_problem(item, option.get("items", {}))
+                    if why is not None:
+                        return f"item {i}: {why}"
+    return f"expected {' or '.join(wanted) or 'another type'}, got {json_type(value)}"
+
+
+def _fits(value: object, schema: Mapping) -> bool:
+    kind = schema.get("type")
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "null":
+        return value is None
+    if kind == "array":
+        return isinstance(value, list) and all(_type_problem(item, schema.get("items", {})) is None for item in value)
+    if kind == "object":
+        return isinstance(value, Mapping)
+    return True  # a schema that names no type takes any value
+
+
+class RefuseBadArguments:
+    """MCP middleware: a tools/call whose arguments ``refused_arguments`` refuses gets a tool error."""
 
     def __init__(self, server):
         self.server = server
-        self._accepted: dict[str, frozenset[str]] | None = None
+        self._schemas: dict[str, Mapping] | None = None
 
-    async def accepted(self) -> dict[str, frozenset[str]]:
-        if self._accepted is None:
-            self._accepted = {t.name: frozenset(t.input_schema.get("properties", {})) for t in await self.server.list_tools()}
-        return self._accepted
+    async def schemas(self) -> dict[str, Mapping]:
+        if self._schemas is None:
+            self._schemas = {t.name: t.input_schema for t in await self.server.list_tools()}
+        return self._schemas
 
     async def __call__(self, ctx, call_next):
         if ctx.method != "tools/call" or not isinstance(ctx.params, Mapping):
             return await call_next(ctx)
         tool = str(ctx.params.get("name"))[:80]
-        why = unknown_arguments(tool, ctx.params.get("arguments"), await self.accepted())
+        why = refused_arguments(tool, ctx.params.get("arguments"), await self.schemas())
         if why is not None:
             return {"content": [{"type": "text", "text": why}], "isError": True}
         result = await call_next(ctx)
@@ -91,7 +181,7 @@ def build_server(tools: MemoryTools, scope: Callable[[Any], MemoryTools] | None 
     from mcp.server.mcpserver.exceptions import ToolError
 
     server = MCPServer("seem-memory", instructions=INSTRUCTIONS, log_level="WARNING")
-    server.middleware.append(RefuseUnknownArguments(server))
+    server.middleware.append(RefuseBadArguments(server))
     agent = tools.config.agent
     limiter = anyio.CapacityLimiter(agent.concurrent_calls)
 
