@@ -7,6 +7,8 @@ Each line is a JSON object::
 
 Sessions are ordered by their earliest timestamp, turns within a session by line order. ``id``
 becomes ``source_ref``; without it, ``source_ref`` is ``<session_id>:<turn index>``.
+A line with another field is refused (a misspelt ``speaker`` must not vanish), as is an ``id`` that
+is empty or blank.
 
 Questions (optional, ``--questions``) use the same one-object-per-line form::
 
