@@ -349,6 +349,19 @@ def test_the_api_refuses_a_datetime_out_of_range_in_words(tmp_path):
             memory.query("nobody", "Where?", date=datetime(9999, 12, 31))
 
 
+@pytest.mark.xfail(strict=True, reason="memory/api.py's query, sql and properties must pass their strings through "
+                   "memory.errors.check_text (api.py is not this change's to edit)")
+@pytest.mark.parametrize("call", [lambda m: m.query("c1", "Where\ud800?"), lambda m: m.sql("SELECT '\udfff' AS x", "c1"),
+                                  lambda m: m.properties("c1", entity="T\ud800")])
+def test_the_api_refuses_a_question_sql_or_name_that_is_no_text_in_words(tmp_path, call):
+    from seem_dagster import Memory
+    from seem_dagster.memory import InvalidRequest
+
+    with Memory.open(tmp_path / "store") as memory:
+        with pytest.raises(InvalidRequest, match="lone surrogate"):
+            call(memory)
+
+
 # ---- 8, 1, 4, 9: the MCP server over HTTP ----------------------------------------------------------
 
 class HttpServer:
