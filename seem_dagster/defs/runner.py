@@ -14,6 +14,7 @@ from dagster import DagsterInstance
 
 from seem_dagster import interrupts
 from seem_dagster.config import Resolved
+from seem_dagster.defs import dead_runs
 from seem_dagster.defs.io_manager import IN_PROCESS_EXECUTORS
 from seem_dagster.defs.partitions import conversations
 from seem_dagster.defs.run_events import default_log_dir, failure_message, interrupted, materialized, step_seconds, write_run_log
@@ -96,7 +97,10 @@ def _add_partitions(instance: DagsterInstance, ids: list[str]) -> None:
 
 
 def _run_each(job, recon, ids: list[str], *, instance, progress, log_level, run_config, log_dir, tags, renew=None) -> list[RunOutcome]:
-    """``renew``: makes the in-memory instance that replaces ``instance`` every RUNS_PER_EPHEMERAL_INSTANCE runs."""
+    """``renew``: makes the in-memory instance that replaces ``instance`` every RUNS_PER_EPHEMERAL_INSTANCE runs.
+    Each run is tagged with this process as its launcher; runs of earlier launchers killed meanwhile
+    are reported failed first (``dead_runs``)."""
+    dead_runs.fail_dead_runs(instance)
     _add_partitions(instance, ids)
     iterator = ids
     if progress:
@@ -113,12 +117,13 @@ def _run_each(job, recon, ids: list[str], *, instance, progress, log_level, run_
             _add_partitions(instance, ids[position:])
         if recon is None:
             result = job.execute_in_process(instance=instance, partition_key=cid, raise_on_error=False, run_config=config,
-                                            tags=(tags or {}).get(cid))
+                                            tags={**dead_runs.launcher_tags(), **((tags or {}).get(cid) or {})})
         else:
             from dagster import execute_job
 
             result = execute_job(recon, instance, run_config=config,
-                                 tags={**((tags or {}).get(cid) or {}), "dagster/partition": cid}, raise_on_error=False)
+                                 tags={**dead_runs.launcher_tags(), **((tags or {}).get(cid) or {}), "dagster/partition": cid},
+                                 raise_on_error=False)
         if not result.success and interrupted(result):
             signum = interrupts.received(wait=2.0)
             if signum is not None:

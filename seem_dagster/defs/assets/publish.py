@@ -11,6 +11,7 @@ from dagster import AssetExecutionContext, MaterializeResult, MetadataValue, Res
 
 from seem_dagster import interrupts
 from seem_dagster.config import SeemConfig
+from seem_dagster.defs import dead_runs
 from seem_dagster.defs.io_manager import build_chain
 from seem_dagster.defs.metadata import markdown_table
 from seem_dagster.defs.partitions import conversations
@@ -22,9 +23,13 @@ from seem_dagster.store.snapshot import build_folder, read_table
 
 
 def run_state(instance):
+    """``run_state(build id)`` for ``store.builds.publish``: True while that build's run is live, False
+    once it finished or its launcher was killed (then reported failed: ``dead_runs``), None for no run."""
     def state(run_id: str) -> bool | None:
         run = instance.get_run_by_id(run_id)
-        return None if run is None else not run.is_finished
+        if run is None:
+            return None
+        return not (run.is_finished or dead_runs.fail_if_dead(instance, run))
 
     return state
 
