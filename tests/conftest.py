@@ -1,4 +1,5 @@
 import json
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -51,6 +52,34 @@ def write_jsonl(path: Path, rows: list) -> Path:
 
 def files_under(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+
+
+def occurrences(*roots: Path, needle: str) -> list[str]:
+    """Every file under ``roots`` that holds ``needle`` (any case): Parquet decompressed (rows and footer),
+    SQLite row by row and byte by byte, anything else byte by byte."""
+    import pyarrow.parquet as pq
+
+    found = []
+    for root in roots:
+        for path in files_under(root):
+            raw = path.read_bytes()
+            if needle.encode() in raw.lower():
+                found.append(f"{path} (bytes)")
+                continue
+            if path.suffix == ".parquet":
+                table = pq.read_table(path)
+                text = json.dumps(table.to_pylist(), default=str) + str(table.schema.metadata)
+                if needle in text.lower():
+                    found.append(f"{path} (rows)")
+            elif raw.startswith(b"SQLite format 3"):
+                con = sqlite3.connect(path)
+                try:
+                    for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+                        if needle in repr(con.execute(f'SELECT * FROM "{name}"').fetchall()).lower():
+                            found.append(f"{path} (table {name})")
+                finally:
+                    con.close()
+    return found
 
 
 def tree(store=None, settings: dict | None = None):

@@ -11,17 +11,15 @@ file still holds them.
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 import time
 from datetime import datetime
 from pathlib import Path
 
 import polars as pl
-import pyarrow.parquet as pq
 import pytest
 
-from conftest import MemoryReader, files_under, seem_cli, write_jsonl
+from conftest import MemoryReader, files_under, occurrences, seem_cli, write_jsonl
 
 pytestmark = pytest.mark.slow  # builds through Dagster
 
@@ -47,32 +45,6 @@ TURNS = [
     turn("s2-5", "s2", "2024-02-14T19:04:00", "Jon", "Good luck with the move and the new flat."),
 ]
 FORGOTTEN = ["s1-3", "s2-2", "s2-4"]
-
-
-def occurrences(*roots: Path, needle: str = CANARY) -> list[str]:
-    """Every file under ``roots`` that holds ``needle`` (any case): Parquet decompressed (rows and footer),
-    SQLite row by row and byte by byte, anything else byte by byte."""
-    found = []
-    for root in roots:
-        for path in files_under(root):
-            raw = path.read_bytes()
-            if needle.encode() in raw.lower():
-                found.append(f"{path} (bytes)")
-                continue
-            if path.suffix == ".parquet":
-                table = pq.read_table(path)
-                text = json.dumps(table.to_pylist(), default=str) + str(table.schema.metadata)
-                if needle in text.lower():
-                    found.append(f"{path} (rows)")
-            elif raw.startswith(b"SQLite format 3"):
-                con = sqlite3.connect(path)
-                try:
-                    for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
-                        if needle in repr(con.execute(f'SELECT * FROM "{name}"').fetchall()).lower():
-                            found.append(f"{path} (table {name})")
-                finally:
-                    con.close()
-    return found
 
 
 @pytest.fixture
@@ -114,12 +86,12 @@ def test_forgotten_turns_leave_no_trace_and_no_later_build_brings_them_back(buil
     # The canary as built: two of its turns fused with a turn that stays, one superseding Leeds.
     assert any({"s1-3", "s2-2"} <= set(e) and "s2-3b" in e for e in episode_refs(memory))
     assert lives_in(memory) == [("Leeds", datetime(2024, 2, 5)), ("Zyxquorb", None)]
-    assert occurrences(store) and occurrences(dagster_home) == []  # the UI's metadata never held it
+    assert occurrences(store, needle=CANARY) and occurrences(dagster_home, needle=CANARY) == []  # the UI's metadata never held it
 
     done = memory.forget(CID, turns=FORGOTTEN)
     assert (done.turns, done.passages, sorted(done.source_refs)) == (3, len(TURNS) - 3, FORGOTTEN)
     assert done.removed["builds"] >= 1 and done.removed["cache_rows"] > 0 and done.removed["dagster_runs"] >= 1
-    assert occurrences(store, dagster_home) == []
+    assert occurrences(store, dagster_home, needle=CANARY) == []
     assert lives_in(memory) == [("Leeds", None)]  # the value the forgotten one had superseded holds again
     assert ["s2-3b"] in episode_refs(memory)  # its episode rebuilt from the turn that stays
     hits = memory.search(CID, "What glaze did Maya use on the vase?", k=20)
@@ -135,7 +107,7 @@ def test_forgotten_turns_leave_no_trace_and_no_later_build_brings_them_back(buil
     _run_schedule_tick_and_backfill(memory, store)
     _run_inbox_sensor(memory, source, tmp_path)
     assert memory.index(CID).passages.height == len(TURNS) - 3 + 1
-    assert occurrences(store, dagster_home) == []
+    assert occurrences(store, dagster_home, needle=CANARY) == []
 
 
 def _run_schedule_tick_and_backfill(memory, store: Path) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from seem_dagster import InvalidRequest, Memory
-from tests.test_forget import occurrences
+from conftest import occurrences
 
 pytestmark = pytest.mark.slow  # builds through Dagster
 
