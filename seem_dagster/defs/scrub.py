@@ -4,23 +4,24 @@ Materialization metadata carries no words of the conversations (``defs.metadata`
 more than its metadata: the log lines and error messages of its steps, in the event log and in the
 captured compute logs. A forget deletes every run of the conversation's partition but the one that
 published the memory without the forgotten turns (run record, event log, compute logs), and then
-rewrites the instance's SQLite files (VACUUM), since SQLite leaves deleted rows' bytes in free pages.
-With a whole conversation forgotten, its partition and its assets' history of that partition go too.
+compacts the instance's storage (``instance_storage.compact``: VACUUM of its SQLite files, VACUUM FULL
+of its PostgreSQL tables), since neither gives deleted rows' bytes back by itself. With a whole
+conversation forgotten, its partition and its assets' history of that partition go too.
+
+A run still in progress is waited for (``WAIT_FOR_RUNS_S``) and then left, with a warning; a run whose
+launcher was killed never ends, so it is reported failed (``dead_runs``) and deleted like any other.
 
 Runs over several partitions at once (a backfill run of ``extract_frames``) are not deleted: they
-are other conversations' history too, and their metadata holds counts and ids only. An instance on
-PostgreSQL reclaims deleted rows at its next VACUUM (its operators schedule that); this module
-vacuums SQLite files only and says so for any other storage.
+are other conversations' history too, and their metadata holds counts and ids only.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import time
-from pathlib import Path
 
 from dagster import AssetKey, DagsterInstance, RunsFilter
 
+from seem_dagster.defs import dead_runs, instance_storage
 from seem_dagster.defs.partitions import conversations
 from seem_dagster.pipeline.stages import MEMORY_TABLES, QUERY_TABLES
 
@@ -36,7 +37,8 @@ def delete_runs(instance: DagsterInstance, conversation_id: str, keep: set[str] 
     deadline = time.monotonic() + wait_s
     while True:
         records = instance.get_run_records(RunsFilter(tags={PARTITION_TAG: conversation_id}))
-        running = [r.dagster_run.run_id for r in records if not r.dagster_run.is_finished and r.dagster_run.run_id not in keep]
+        running = [r.dagster_run.run_id for r in records if r.dagster_run.run_id not in keep and not r.dagster_run.is_finished
+                   and not dead_runs.fail_if_dead(instance, r.dagster_run)]
         if not running or time.monotonic() > deadline:
             break
         time.sleep(0.5)
@@ -67,23 +69,5 @@ def delete_runs(instance: DagsterInstance, conversation_id: str, keep: set[str] 
 
 
 def vacuum(instance: DagsterInstance) -> list[str]:
-    """Rewrite the instance's SQLite files so deleted rows leave no bytes behind. Returns warnings."""
-    if instance.is_ephemeral:
-        return []
-    root = Path(instance.root_directory)
-    files = sorted(p for p in root.rglob("*.db") if p.is_file())
-    if not files:
-        return [f"the Dagster instance at {root} keeps its runs outside SQLite files: run VACUUM on its database so "
-                "deleted runs leave no bytes in it"]
-    warnings = []
-    for path in files:
-        try:
-            con = sqlite3.connect(path, timeout=30)
-            try:
-                con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                con.execute("VACUUM")
-            finally:
-                con.close()
-        except sqlite3.Error as err:
-            warnings.append(f"could not VACUUM {path} ({err}): deleted runs' bytes stay in its free pages until it is vacuumed")
-    return warnings
+    """Make the instance's storage give back deleted rows' bytes (``instance_storage.compact``). Returns warnings."""
+    return instance_storage.compact(instance)
