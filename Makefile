@@ -14,7 +14,7 @@ LLAMA        := 0.3.36
 LLAMA_CMAKE  := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF
 LLM_STAMP    := $(VENV)/.llm-server
 
-.PHONY: demo test check lint install browser redis llm-server clean
+.PHONY: demo test check lint install browser redis postgres llm-server clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,16 @@ redis:
 	    || echo "could not install redis-server: the Celery test will skip"; \
 	else echo "no apt-get: the Celery test will skip"; fi
 
+# The PostgreSQL instance tests' server: Debian's postgresql (its binaries stay in /usr/lib/postgresql/<version>/bin,
+# off the PATH); the tests run a throwaway cluster on loopback as the `postgres` user. Only `make test` installs it.
+postgres:
+	@if ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || command -v pg_ctl >/dev/null; then :; \
+	elif command -v apt-get >/dev/null; then \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  ($$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends postgresql >/dev/null) \
+	    || echo "could not install postgresql: the PostgreSQL tests will skip"; \
+	else echo "no apt-get: the PostgreSQL tests will skip"; fi
+
 # The real-model test's server and model; only `make test` needs them, never `make demo`.
 $(LLM_STAMP): $(STAMP)
 	@ls $(WHEELS)/llama_cpp_python-$(LLAMA)-*.whl >/dev/null 2>&1 || { \
@@ -60,7 +70,7 @@ llm-server: $(LLM_STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check seem_dagster tests benchmarks
 
-test: lint browser redis $(LLM_STAMP)
+test: lint browser redis postgres $(LLM_STAMP)
 	$(BIN)/python -m pytest
 
 check: lint
