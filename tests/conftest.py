@@ -171,3 +171,44 @@ def other_value(annotation, default):
     if default is None:
         return "tokens.json" if str in args else ("user",)
     return default + "-x" if default else "x"
+
+
+@pytest.fixture(scope="session")
+def redis_broker():
+    """Debian's redis-server on a free loopback port, one for the whole test session, as a Celery broker
+    (db 0) and result backend (db 1): dagster-celery registers its task on the launching process's first
+    Celery app, so every Celery build of one session must reach the same broker. Yields the two URLs."""
+    import os
+    import shutil
+    import signal
+    import socket
+
+    server = shutil.which("redis-server")
+    if server is None:
+        pytest.skip("redis-server is not installed (`make redis` installs Debian's package; `make test` does it first)")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([server, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, "redis-server exited"
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+                    sock.sendall(b"PING\r\n")
+                    if sock.recv(16).startswith(b"+PONG"):
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "redis-server did not answer PING in 30 s"
+            time.sleep(0.1)
+        yield f"redis://127.0.0.1:{port}/0", f"redis://127.0.0.1:{port}/1"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)

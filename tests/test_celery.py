@@ -1,5 +1,5 @@
-"""A real Celery run: Debian's redis-server on loopback as the broker, two dagster-celery worker
-processes loading the project's definitions, three conversations built through them; the memory
+"""A real Celery run: Debian's redis-server on loopback as the broker (conftest's ``redis_broker``), two
+dagster-celery worker processes loading the project's definitions, three conversations built through them; the memory
 equals the in-process build of the same input, table by table. Everything started here is stopped here.
 """
 
@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -40,12 +39,6 @@ BIN = Path(sys.executable).parent
 CONVERSATIONS = {"sample-s1": ("s1",), "sample-s2": ("s2",), "sample-s3": ("s3",)}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _write_input(path: Path) -> Path:
     rows = [json.loads(line) for line in SAMPLE.read_text().splitlines() if line.strip()]
     out = [{**row, "conversation_id": cid} for cid, sessions in CONVERSATIONS.items() for row in rows if row["session_id"] in sessions]
@@ -64,20 +57,6 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.wait(timeout=30)
         except ProcessLookupError:
             pass
-
-
-def _wait_for_redis(port: int, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "redis-server exited"
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
-                sock.sendall(b"PING\r\n")
-                if sock.recv(16).startswith(b"+PONG"):
-                    return
-        except OSError:
-            time.sleep(0.1)
-    raise AssertionError("redis-server did not answer PING in 30 s")
 
 
 def _wait_for_workers(app_config: Path, env: dict, names: list[str], procs: list[subprocess.Popen]) -> None:
@@ -99,7 +78,16 @@ def _memory(store: Path) -> dict:
     return {cid: snapshot.read_snapshot(store, cid, MEMORY_TABLES) for cid in CONVERSATIONS}
 
 
-def test_three_conversations_built_by_two_celery_workers_equal_the_in_process_build(tmp_path, monkeypatch):
+def test_three_conversations_built_by_two_celery_workers_equal_the_in_process_build(redis_broker, tmp_path, monkeypatch):
+    done = build_on_celery(redis_broker, tmp_path, monkeypatch)
+    print(f"\nthree conversations: in process {done['in_process_s']:.1f} s, on two Celery workers {done['celery_s']:.1f} s")
+
+
+def build_on_celery(redis_broker: tuple[str, str], tmp_path: Path, monkeypatch, dagster_yaml: str = "telemetry:\n  enabled: false\n") -> dict:
+    """The three conversations built in process (the reference) and on two Celery workers (broker and
+    result backend: ``redis_broker``, conftest's) through the instance ``dagster_yaml`` describes
+    (DAGSTER_HOME; also the PostgreSQL test's); asserts every step ran on a worker and both memories
+    are equal. Returns the timings and the Celery runs' ids."""
     chat = _write_input(tmp_path / "chats.jsonl")
     reference, store = tmp_path / "in-process", tmp_path / "celery"
 
@@ -110,11 +98,10 @@ def test_three_conversations_built_by_two_celery_workers_equal_the_in_process_bu
         assert outcome.success, outcome.error
     in_process_s = time.perf_counter() - started
 
-    port = _free_port()
-    broker, backend = f"redis://127.0.0.1:{port}/0", f"redis://127.0.0.1:{port}/1"
+    broker, backend = redis_broker
     home = tmp_path / "dagster_home"
     home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    (home / "dagster.yaml").write_text(dagster_yaml)
     app_config = tmp_path / "celery.yaml"
     app_config.write_text(json.dumps({"execution": {"config": {"broker": broker, "backend": backend}}}))
     settings = {"SEEM_EXECUTION_EXECUTOR": "celery", "SEEM_EXECUTION_CELERY_BROKER": broker, "SEEM_EXECUTION_CELERY_BACKEND": backend,
@@ -123,14 +110,11 @@ def test_three_conversations_built_by_two_celery_workers_equal_the_in_process_bu
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"  # dagster-celery starts `celery` from the PATH
     for key, value in settings.items():
         monkeypatch.setenv(key, value)
-    # The instance's SQLite storage is created here, once: workers starting together would race to create it.
+    # The instance's storage (its SQLite files, its PostgreSQL tables) is created here, once: workers starting
+    # together would race to create it.
     DagsterInstance.get().dispose()
     procs: list[subprocess.Popen] = []
     try:
-        redis = subprocess.Popen([REDIS, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        procs.append(redis)
-        _wait_for_redis(port, redis)
         names = ["seem-w1", "seem-w2"]
         for name in names:
             # One process each (the solo pool): a worker runs one step at a time, its models loaded once.
@@ -138,7 +122,7 @@ def test_three_conversations_built_by_two_celery_workers_equal_the_in_process_bu
                 [str(BIN / "dagster-celery"), "worker", "start", "-A", "dagster_celery.app", "-y", str(app_config), "-n", name,
                  "-l", "WARNING", "--", "--pool=solo"],
                 env=env, cwd=tmp_path, stdout=open(tmp_path / f"{name}.log", "w"), stderr=subprocess.STDOUT, start_new_session=True))
-        _wait_for_workers(app_config, env, names, procs[1:])
+        _wait_for_workers(app_config, env, names, procs)
 
         resolved = tree(store, {"execution.executor": "celery", "execution.celery_broker": broker, "execution.celery_backend": backend})
         register_file(str(store), str(chat), "jsonl")
@@ -165,4 +149,4 @@ def test_three_conversations_built_by_two_celery_workers_equal_the_in_process_bu
     for cid in CONVERSATIONS:
         for table in MEMORY_TABLES:
             assert celery[cid][table].equals(expected[cid][table]), (cid, table)
-    print(f"\nthree conversations: in process {in_process_s:.1f} s, on two Celery workers {celery_s:.1f} s")
+    return {"in_process_s": in_process_s, "celery_s": celery_s, "run_ids": [o.run_id for o in outcomes]}
