@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from seem_dagster import InvalidRequest, Memory
 from conftest import occurrences
+from seem_dagster import InvalidRequest, Memory
 
 pytestmark = pytest.mark.slow  # builds through Dagster
 

@@ -206,7 +206,10 @@ class Writer:
         except ForgetError as err:
             raise InvalidRequest(str(err)) from None
         if not _known(self.store, cid):  # before any lock file is made for it
-            raise UnknownConversation(f"no memory of conversation {cid!r} in this store")
+            gone = _forgotten_before(self.store, cid, chosen)
+            if gone is None:
+                raise UnknownConversation(f"no memory of conversation {cid!r} in this store")
+            return Forgotten(cid, 0, (), 0, None, time.perf_counter() - started, {}, (_already(gone),), gone)
         with self._writing(cid):
             published, incoming = _published_passages(self.store, cid), _input_passages(self.store, cid)
             if published is None and incoming is None and not journal.is_pending(self.store, cid):
@@ -244,6 +247,10 @@ class Writer:
         and what finishes one a crash stopped. Returns (the build published without the forgotten
         turns, or None when nothing of the conversation is left; what was removed; warnings)."""
         root = self.store
+        if (journal.read(root, cid) or {}).get("whole"):  # a crash between the journal and the tombstones left some out
+            known = _union(_published_passages(root, cid), _input_passages(root, cid))
+            if known is not None and known.height:
+                tombstones.add(root, cid, known)
         stones = tombstones.read(root, cid)
         texts = list(dict.fromkeys([*texts, *_stored_texts(root, cid, stones)]))
         removed = {"logs": sweep.scrub_logs(_log_folders(root), cid, texts)}
@@ -427,6 +434,20 @@ def _names_forgotten(line: str, stones: tombstones.Tombstones) -> bool:
 def _already(refs: tuple[str, ...]) -> str:
     shown = ", ".join(refs[:5]) + (f" and {len(refs) - 5} more" if len(refs) > 5 else "")
     return f"already forgotten: {shown}"
+
+
+def _forgotten_before(root, cid: str, chosen) -> tuple[str, ...] | None:
+    """What a forget of a conversation the store no longer holds names that an earlier forget removed
+    (its tombstones stay): every turn it names, or ("the whole conversation",); None when it names
+    anything else, or the store never held the conversation."""
+    stones = tombstones.read(root, cid)
+    if not stones:
+        return None
+    if chosen.whole:
+        return ("the whole conversation",)
+    if chosen.turns and set(chosen.turns) <= stones.refs | stones.passage_ids:
+        return tuple(chosen.turns)
+    return None
 
 
 def _known(root, cid: str) -> bool:
