@@ -6,10 +6,18 @@ consistent build per conversation) and registered as a view named after the tabl
 conversations the views hold all of them (``conversation_id`` tells them apart). The connection is
 locked before any user SQL runs: external access (files, URLs, extensions) off, Python replacement
 scans off, the configuration locked. A query runs under a row cap and a time limit.
+
+DuckDB lets even a connection without external access read and list its temp directory (it is in
+``allowed_directories``): with spilling on, one tenant's ``glob('.tmp/**')`` and ``read_blob`` read
+another's spill files. So nothing spills (``temp_directory`` empty: a query past ``memory_limit``
+fails with an out-of-memory error), and every folder DuckDB would name (home, secrets, extensions)
+is the worker's own empty folder, its working directory (``pool.Worker``): what introspection shows
+holds nothing and says nothing of the store, the server's folder or its user.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -87,9 +95,12 @@ class SqlMemory:
         self.config = config
         self.conversations = loaded.conversations
         self.skipped = loaded.skipped
+        here = os.getcwd()  # the worker's private empty folder
         self.con = duckdb.connect(":memory:", config={
             "enable_external_access": False, "autoload_known_extensions": False, "autoinstall_known_extensions": False,
             "python_enable_replacements": False, "threads": config.threads, "memory_limit": f"{config.memory_limit_mb}MB",
+            "temp_directory": "", "allow_persistent_secrets": False, "home_directory": here,
+            "secret_directory": os.path.join(here, "secrets"), "extension_directory": os.path.join(here, "extensions"),
         })
         self.tables = loaded.tables
         for name, frame in loaded.tables.items():

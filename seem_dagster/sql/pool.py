@@ -11,8 +11,10 @@ from __future__ import annotations
 import os
 import pickle
 import select
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -35,8 +37,14 @@ class WorkerGone(RuntimeError):
 
 class Worker:
     def __init__(self):
-        self.proc = subprocess.Popen([sys.executable, "-m", "seem_dagster.sql.worker"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=None, close_fds=True)
+        # Its own empty folder (0700) to run in: the only folder its DuckDB names (sql.memory), removed with it.
+        self.folder = tempfile.mkdtemp(prefix="seem-sql-")
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-m", "seem_dagster.sql.worker"], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=None, close_fds=True, cwd=self.folder)
+        except BaseException:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise
 
     def call(self, request: dict, deadline: float) -> dict:
         try:
@@ -71,6 +79,12 @@ class Worker:
         self.proc.wait()
         for stream in (self.proc.stdin, self.proc.stdout):
             stream.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _located(store: str) -> str:
+    """A local store named absolutely: the worker runs in a folder of its own."""
+    return store if "://" in store else os.path.abspath(store)
 
 
 class SqlPool:
@@ -82,12 +96,12 @@ class SqlPool:
         self._cond = threading.Condition()
 
     def query(self, store: str, conversations, key, sql: str) -> SqlResult:
-        reply = self._call({"op": "query", "store": store, "conversations": conversations, "key": key, "sql": sql,
+        reply = self._call({"op": "query", "store": _located(store), "conversations": conversations, "key": key, "sql": sql,
                             "config": self.config.model_dump()})
         return SqlResult(pl.from_arrow(reply["table"]), reply["types"], reply["truncated"], reply["seconds"], reply["skipped"])
 
     def describe(self, store: str, conversations, key) -> dict:
-        return self._call({"op": "describe", "store": store, "conversations": conversations, "key": key,
+        return self._call({"op": "describe", "store": _located(store), "conversations": conversations, "key": key,
                            "config": self.config.model_dump()})["describe"]
 
     def _call(self, request: dict) -> dict:

@@ -1,0 +1,54 @@
+"""SQL reads no file: not the temp folder DuckDB always allows (it spilled one tenant's rows where
+another's glob('.tmp/**') and read_blob read them), not the working folder, and no path-taking
+function of duckdb_functions() reaches a planted canary; introspection names no server folder."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from seem_dagster.config import SqlConfig
+from seem_dagster.sql.guard import SqlRefused
+from seem_dagster.sql.memory import Loaded, SqlMemory
+
+CANARY = "glimmerquox"
+PATH_FUNCTIONS = ["glob", "read_blob", "read_text", "read_csv", "read_csv_auto", "read_json", "read_json_auto", "read_ndjson",
+                  "read_json_objects", "read_parquet", "parquet_scan", "parquet_metadata", "parquet_schema", "parquet_file_metadata",
+                  "parquet_kv_metadata", "sniff_csv", "read_duckdb"]
+
+
+@pytest.fixture
+def planted(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    for folder in (tmp_path, tmp_path / ".tmp", home):
+        folder.mkdir(exist_ok=True)
+        (folder / "secret.csv").write_text(f"word\n{CANARY}\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(home))
+    with SqlMemory(Loaded({"passages": pl.DataFrame({"text": ["hi"]})}, ["c1"]), SqlConfig(memory_limit_mb=64)) as memory:
+        yield memory, tmp_path, home
+
+
+def test_no_path_taking_function_reads_a_planted_file(planted):
+    memory, root, home = planted
+    names = {r[0] for r in memory.con.execute("SELECT DISTINCT function_name FROM duckdb_functions()").fetchall()}
+    assert {"glob", "read_blob", "read_text"} <= names
+    paths = [".tmp/secret.csv", ".tmp/*", ".tmp/**", "secret.csv", "**", str(root / ".tmp" / "secret.csv"), str(home / "secret.csv")]
+    for function in [f for f in PATH_FUNCTIONS if f in names]:
+        for path in paths:
+            try:
+                result = memory.query(f"SELECT * FROM {function}('{path}')")
+            except SqlRefused as err:
+                assert CANARY not in str(err)
+                continue
+            assert CANARY not in str(result.frame.to_dicts()), (function, path)
+            assert result.frame.height == 0, (function, path, result.frame)
+
+
+def test_introspection_names_no_folder_of_the_server(planted):
+    memory, root, home = planted
+    settings = memory.query("SELECT name, value FROM duckdb_settings()").frame
+    text = str(settings.to_dicts())
+    assert str(home) not in text and "/root" not in text and ".tmp" not in text
+    assert settings.filter(pl.col("name") == "temp_directory")["value"].item() == ""
+    assert settings.filter(pl.col("name") == "allowed_directories")["value"].item() == "[]"
