@@ -82,6 +82,21 @@ def occurrences(*roots: Path, needle: str) -> list[str]:
     return found
 
 
+def tiny_job():
+    """A Dagster job of one op that does nothing: a real run for the instance tests to launch and judge."""
+    from dagster import job, op
+
+    @op
+    def noop():
+        return None
+
+    @job
+    def tiny():
+        noop()
+
+    return tiny
+
+
 def tree(store=None, settings: dict | None = None):
     """The resolved configuration for a test: defaults, the store, then ``settings`` ({"fusion.threshold": 0.8})."""
     from seem_dagster.config import Layer, resolve

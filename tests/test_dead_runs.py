@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
-from conftest import message, seem_cli, write_jsonl
+from conftest import message, seem_cli, tiny_job, write_jsonl
 from seem_dagster import faults
 from seem_dagster.defs import dead_runs
 from seem_dagster.pipeline.stages import MEMORY_TABLES
@@ -86,16 +86,7 @@ def test_a_build_killed_mid_run_is_reported_failed_by_the_next_command_and_forge
 
 
 def test_a_run_whose_launcher_lives_or_is_on_another_host_is_left_alone(home):
-    from dagster import job, op
-
-    @op
-    def noop():
-        return None
-
-    @job
-    def tiny():
-        noop()
-
+    tiny = tiny_job()
     with DagsterInstance.from_config(str(home)) as instance:
         sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
         try:

@@ -16,7 +16,7 @@ import time
 import pytest
 from dagster import DagsterInstance, RunsFilter
 
-from conftest import files_under, seem_cli, write_jsonl
+from conftest import files_under, seem_cli, tiny_job, write_jsonl
 from seem_dagster.defs import instance_storage
 from tests import postgres_server
 from tests.postgres_server import dagster_yaml
@@ -121,16 +121,7 @@ def test_a_forget_leaves_the_forgotten_words_neither_in_pg_dump_nor_in_the_datab
 def test_deleted_runs_stay_in_the_database_files_until_compact_rewrites_them(postgres, pg_home):
     """Why the scrub compacts: a deleted run's rows are out of every query at once (pg_dump), but their
     bytes stay in the table's files as dead tuples until VACUUM FULL."""
-    from dagster import job, op
-
-    @op
-    def noop():
-        return None
-
-    @job
-    def tiny():
-        noop()
-
+    tiny = tiny_job()
     _, database = pg_home
     with DagsterInstance.get() as instance:
         run_id = tiny.execute_in_process(instance=instance).run_id
