@@ -338,8 +338,6 @@ def test_the_api_refuses_a_date_out_of_range_given_as_text(store):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="memory/api.py's _moment must check a datetime or date object against "
-                   "ingest.dates.check_range (api.py is not this change's to edit)")
 def test_the_api_refuses_a_datetime_out_of_range_in_words(tmp_path):
     from seem_dagster import Memory
     from seem_dagster.memory import InvalidRequest
@@ -349,8 +347,6 @@ def test_the_api_refuses_a_datetime_out_of_range_in_words(tmp_path):
             memory.query("nobody", "Where?", date=datetime(9999, 12, 31))
 
 
-@pytest.mark.xfail(strict=True, reason="memory/api.py's query, sql and properties must pass their strings through "
-                   "memory.errors.check_text (api.py is not this change's to edit)")
 @pytest.mark.parametrize("call", [lambda m: m.query("c1", "Where\ud800?"), lambda m: m.sql("SELECT '\udfff' AS x", "c1"),
                                   lambda m: m.properties("c1", entity="T\ud800")])
 def test_the_api_refuses_a_question_sql_or_name_that_is_no_text_in_words(tmp_path, call):

@@ -25,7 +25,7 @@ import polars as pl
 
 from seem_dagster.config import ConfigError, Layer, Resolved, RetrievalConfig, SeemConfig, resolve_standard
 from seem_dagster.memory import writes
-from seem_dagster.memory.errors import InvalidRequest, UnknownConversation
+from seem_dagster.memory.errors import InvalidRequest, UnknownConversation, check_date, check_text
 from seem_dagster.memory.published import Published
 from seem_dagster.memory.records import Added, Forgotten, Hit, Recall, SeedFact
 from seem_dagster.retrieval.context import Context
@@ -57,11 +57,12 @@ def _layer(source: str, values: Mapping) -> Layer:
 
 def _moment(value, name: str, *, whole_day: bool = False) -> datetime | None:
     """A date or date-time given as a datetime, a date or ISO text; a bare day means its start, or with
-    ``whole_day`` its end (everything said that day)."""
+    ``whole_day`` its end (everything said that day). A moment outside the supported dates is refused
+    whichever way it is given."""
     if value is None or isinstance(value, datetime):
-        return value
+        return check_date(value, name)
     if isinstance(value, date):
-        return datetime.combine(value, day_time.max if whole_day else day_time.min)
+        return check_date(datetime.combine(value, day_time.max if whole_day else day_time.min), name)
     if not isinstance(value, str) or len(value) > 40:
         raise InvalidRequest(f"{name} must be an ISO date (YYYY-MM-DD) or date-time, got {type(value).__name__}")
     try:
@@ -72,7 +73,7 @@ def _moment(value, name: str, *, whole_day: bool = False) -> datetime | None:
         raise InvalidRequest(f"{name} {value!r} is not an ISO date (YYYY-MM-DD)") from None
     if whole_day and len(value.strip()) == 10:
         moment = datetime.combine(moment.date(), day_time.max)
-    return moment
+    return check_date(moment, name)
 
 
 def _count(value, name: str, limit: int) -> int:
@@ -218,6 +219,7 @@ class Memory:
 
         if not isinstance(question, str) or not question.strip():
             raise InvalidRequest("the question is empty")
+        check_text(question, "question")
         if len(question) > MAX_QUESTION_CHARS:
             raise InvalidRequest(f"the question is {len(question)} characters, over the limit of {MAX_QUESTION_CHARS}")
         k = _count(self.config.query.k if k is None else k, "k", MAX_K)
@@ -266,14 +268,16 @@ class Memory:
         from seem_dagster.graph.entities import normalise
         from seem_dagster.properties.as_of import held_on
 
-        index = self.index(conversation_id)
-        props = index.properties if index.properties is not None else pl.DataFrame(schema={Properties.entity: pl.String})
         when = _moment(as_of, "as_of", whole_day=True)
-        if when is not None and props.height:
-            props = held_on(props, when, passages=index.passages)
         if entity is not None:
             if not isinstance(entity, str) or not entity.strip() or len(entity) > MAX_NAME_CHARS:
                 raise InvalidRequest(f"entity must be non-empty text of at most {MAX_NAME_CHARS} characters")
+            check_text(entity, "entity")
+        index = self.index(conversation_id)
+        props = index.properties if index.properties is not None else pl.DataFrame(schema={Properties.entity: pl.String})
+        if when is not None and props.height:
+            props = held_on(props, when, passages=index.passages)
+        if entity is not None:
             wanted = normalise(entity)
             props = props.filter(pl.col(Properties.entity).map_elements(lambda e: wanted in normalise(e), return_dtype=pl.Boolean))
         return props.sort(Properties.entity, Properties.property, Properties.valid_from) if props.height else props
@@ -283,6 +287,7 @@ class Memory:
         views hold those alone, whatever the SQL), or of all (None). A ``SqlResult`` (frame, types,
         truncated, seconds). It runs in a worker process under ``sql.memory_limit_mb`` (enforced by the
         operating system) and ``sql.timeout_s``; refused or failed SQL raises ``SqlRefused`` with one line."""
+        check_text(query, "sql")
         conversations, key = self._sql_scope(conversation_id)
         return self._pool().query(self.store, conversations, key, query)
 
