@@ -82,6 +82,7 @@ def test_the_agent_calls_tools_reads_their_results_and_answers_with_every_call_r
             tool_call(2, "sql", {"query": "SELECT value, valid_from FROM properties WHERE property = 'lives_in' AND valid_to IS NULL"}),
             tool_call(3, "sql", {"query": "DROP VIEW properties"}),
             tool_call(4, "entity_lookup", "{not json"),
+            tool_call(5, "search", {"question": "Where?", "k": "5"}),  # strictly typed, as over MCP
         ]}, "tool_calls"),
         reply({"content": "Tomas lives in Didsbury; he moved there in September 2024 (before that, Chorlton)."}),
     ]
@@ -89,11 +90,12 @@ def test_the_agent_calls_tools_reads_their_results_and_answers_with_every_call_r
     assert code == 0, err
     assert out["answer"].startswith("Tomas lives in Didsbury") and out["stopped"] == "answered"
     calls = out["tool_calls"]
-    assert [c["name"] for c in calls] == ["search", "sql", "sql", "entity_lookup"]
+    assert [c["name"] for c in calls] == ["search", "sql", "sql", "entity_lookup", "search"]
     assert not calls[0]["error"] and "s4-12" in calls[0]["result"] and "Tomas lives_in: Didsbury since 2024-09-01" in calls[0]["result"]
     assert not calls[1]["error"] and json.loads(calls[1]["result"])["rows"][0]["value"] == "Didsbury"
     assert calls[2]["error"] and "refused DDL (DROP)" in calls[2]["result"]
     assert calls[3]["error"] and calls[3]["result"].startswith("arguments are not valid JSON")
+    assert calls[4]["error"] and calls[4]["result"] == "search: k: expected integer, got string"
     assert [m["status"] for m in out["model_calls"]] == ["ok", "ok", "ok"] and out["model_calls"][0]["prompt_tokens"] == 100
     # what the server saw: the five tools, the tool results fed back by id, the key only in its header
     headers, first = ScriptedChat.seen[0]
@@ -101,8 +103,8 @@ def test_the_agent_calls_tools_reads_their_results_and_answers_with_every_call_r
     assert first["tools"][4]["function"]["parameters"]["properties"]["k"]["maximum"] == 50
     assert headers["Authorization"] == "Bearer sk-agent-secret"
     last = ScriptedChat.seen[2][1]["messages"]
-    assert [m["role"] for m in last] == ["system", "user", "assistant", "tool", "assistant", "tool", "tool", "tool"]
-    assert [m["tool_call_id"] for m in last if m["role"] == "tool"] == ["call_1", "call_2", "call_3", "call_4"]
+    assert [m["role"] for m in last] == ["system", "user", "assistant", "tool", "assistant", "tool", "tool", "tool", "tool"]
+    assert [m["tool_call_id"] for m in last if m["role"] == "tool"] == ["call_1", "call_2", "call_3", "call_4", "call_5"]
     assert "sk-agent-secret" not in json.dumps(out) and "sk-agent-secret" not in err
 
 

@@ -19,7 +19,7 @@ from datetime import datetime
 
 import httpx
 
-from seem_dagster.agent.mcp_server import unknown_arguments
+from seem_dagster.agent.mcp_server import refused_arguments
 from seem_dagster.config import AgentConfig, LlmConfig
 from seem_dagster.llm.http import client_headers, client_timeout, post_with_retries
 
@@ -74,7 +74,7 @@ class ToolBox:
         self.server = server
         self.specs = [{"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.input_schema}}
                       for t in asyncio.run(server.list_tools())]
-        self.accepted = {s["function"]["name"]: frozenset(s["function"]["parameters"].get("properties", {})) for s in self.specs}
+        self.schemas = {s["function"]["name"]: s["function"]["parameters"] for s in self.specs}
 
     def call(self, name: str, arguments: str) -> tuple[str, bool]:
         """(result text, is an error). Bad JSON, an unknown tool or a refused call come back as the error's text."""
@@ -86,7 +86,8 @@ class ToolBox:
             return f"arguments are not valid JSON: {err.msg} at column {err.colno}", True
         if not isinstance(parsed, dict):
             return "arguments must be a JSON object", True
-        why = unknown_arguments(name, parsed, self.accepted)
+        # The same refusals the server's middleware makes over MCP: a model's call is no more trusted in-process.
+        why = refused_arguments(name, parsed, self.schemas)
         if why is not None:
             return why, True
         try:
