@@ -58,9 +58,9 @@ def _tokens(path: Path, *args: str) -> str:
 class Server:
     """`seem mcp --http 127.0.0.1:0` as a process; ``url`` once it answers /health."""
 
-    def __init__(self, store: Path, *extra: str):
+    def __init__(self, store: Path, *extra: str, cwd: Path | None = None):
         self.proc = subprocess.Popen([SEEM, "mcp", "--store", str(store), "--http", "127.0.0.1:0", *extra],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=cwd)
         line, deadline = "", time.monotonic() + 120
         while "serving http://" not in line:
             assert self.proc.poll() is None, self.proc.stderr.read()
@@ -277,6 +277,48 @@ def test_memory_bombs_fail_alone_with_one_line_while_another_tenant_keeps_answer
     # Each server process holds the models (MiniLM, spaCy); each SQL worker its tables and at most
     # sql.memory_limit_mb (256 here) beyond them, where the first bomb alone would take 4 GB.
     assert len(servers) == 2 and workers and max(servers) < 2500 and max(workers) < 256 + 400, (servers, workers)
+
+
+# An aggregate far over sql.memory_limit_mb: with a temp folder DuckDB spills its groups, bob's text among
+# them, there (about 12 s at 128 MB); without one it fails on the limit at once.
+SPILLING = "SELECT p.text || i::VARCHAR AS t, count(*) AS n FROM passages p, range(4000000) r(i) GROUP BY t HAVING n > 1"
+PLANTED = "quillbarrow"  # in .tmp/ of the server's working folder, where DuckDB spills by default
+PEEKS = ["SELECT * FROM glob('.tmp/**')", "SELECT * FROM glob('**')", "SELECT content FROM read_blob('.tmp/**')",
+         "SELECT content FROM read_text('.tmp/notes.txt')", "SELECT * FROM read_csv('.tmp/notes.txt')",
+         "SELECT name, value FROM duckdb_settings() WHERE name IN ('temp_directory', 'allowed_directories', 'home_directory')",
+         "SELECT * FROM duckdb_temporary_files()"]
+
+
+def test_while_one_tenants_query_would_spill_another_reads_no_file_of_it_or_of_the_server(store, tmp_path):
+    """The probe that read a tenant's turns: bob's big sort spilling while alice globbed the temp folder
+    and read its files. Nothing spills now (the sort fails on the memory limit alone), and no file of
+    the server's working folder, the store or another worker can be listed or read."""
+    cwd = tmp_path / "served-from"
+    (cwd / ".tmp").mkdir(parents=True)
+    (cwd / ".tmp" / "notes.txt").write_text(f"word\n{PLANTED}\n")
+    tokens = tmp_path / "tokens.json"
+    alice = _tokens(tokens, "add", "--conversations", "alice")
+    bob = _tokens(tokens, "add", "--prefix", "bob-")
+    server = Server(store.resolve(), "--tokens-file", str(tokens), "--set", "sql.memory_limit_mb=128",
+                    "--set", "sql.timeout_s=60", cwd=cwd)
+    try:
+        spilled: list[tuple[bool, str]] = []
+        spiller = threading.Thread(target=lambda: calls(server.url, bob, ("sql", {"query": SPILLING}), out=spilled))
+        spiller.start()
+        peeks: list[tuple[bool, str]] = []
+        while spiller.is_alive() or not peeks:
+            calls(server.url, alice, *[("sql", {"query": q}) for q in PEEKS], out=peeks)
+        spiller.join(timeout=300)
+        ((error, text),) = spilled
+        assert error and "memory" in text and "\n" not in text, text  # it fails alone, on its limit, in one line
+        every = "\n".join(t for _, t in peeks)
+        for never in (SECRET, "Friedrichshafen", PLANTED, str(cwd), str(store.resolve()), str(tmp_path)):  # a refusal echoes the path asked for, no other
+            assert never not in every, never
+        for (error, text), query in zip(peeks, PEEKS * (len(peeks) // len(PEEKS))):
+            assert error or not json.loads(text)["rows"] or query.startswith("SELECT name"), (query, text)
+        assert not list((cwd / ".tmp").glob("duckdb_temp*"))  # and nothing was spilled where the server runs
+    finally:
+        assert server.stop() == 0
 
 
 def _tool_post(url: str, name: str, arguments: dict) -> httpx.Response:
