@@ -123,6 +123,23 @@ def test_a_retried_forget_of_a_turn_already_forgotten_says_so_and_exits_0(tmp_pa
     assert "forgot 0 turns" in done.stdout and "already forgotten: k3" in done.stderr
 
 
+def test_after_a_whole_forget_naming_its_turns_again_says_already_forgotten_and_anything_else_is_unknown(tmp_path):
+    from seem_dagster.memory import UnknownConversation
+
+    store = tmp_path / "store"
+    with Memory.open(store) as memory:
+        memory.add(CID, FIRST)
+        memory.forget(CID)
+        assert memory.conversations() == []
+        again = memory.forget(CID, turns=["k2", "k1"])
+        assert again.turns == 0 and again.already_forgotten == ("k2", "k1") and "already forgotten: k2, k1" in again.warnings
+        whole = memory.forget(CID)
+        assert whole.already_forgotten == ("the whole conversation",)
+        with pytest.raises(UnknownConversation):  # a turn it never held is not "already forgotten"
+            memory.forget(CID, turns=["k1", "k9"])
+    assert occurrences(store, needle="cello") == []
+
+
 def test_turns_added_without_ids_after_a_forget_get_ids_of_their_own(tmp_path):
     store = tmp_path / "store"
     day = "2024-05-06T09:0{}:00"
