@@ -8,12 +8,14 @@ from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
 
+from seem_dagster.store.files import jsonl_lines
+
 SAMPLE_DIR = Path(__file__).resolve().parents[2] / "data"
 CATEGORIES = {"multi-hop": 1, "temporal": 2, "open-domain": 3, "single-hop": 4, "adversarial": 5}
 
 
 def _rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [json.loads(line) for line in jsonl_lines(path.read_text(encoding="utf-8")) if line.strip()]
 
 
 def sample_sessions(sample_dir: Path = SAMPLE_DIR) -> tuple[dict[str, list[dict]], list[dict]]:

@@ -27,6 +27,7 @@ from seem_dagster.ingest import dates
 from seem_dagster.ingest.conversation import Conversation, ConversationBuilder
 from seem_dagster.ingest.errors import InputError, Located
 from seem_dagster.schemas import Passages
+from seem_dagster.store.files import jsonl_lines
 from seem_dagster.store.keys import InvalidConversationId, check_conversation_id
 
 FORMAT = "jsonl"
@@ -36,7 +37,7 @@ QUESTION_FIELDS = ("question_id", "conversation_id", "question", "question_date"
 
 
 def _objects(text: str, file: str) -> Iterator[tuple[int, Located, dict]]:
-    for line_no, line in enumerate(text.splitlines(), start=1):
+    for line_no, line in enumerate(jsonl_lines(text), start=1):
         if not line.strip():
             continue
         at = Located(file, f"line {line_no}")

@@ -31,7 +31,7 @@ from seem_dagster.memory.turns import to_lines
 from seem_dagster.registry import EMPTY, FORGOTTEN, Registered, absolute, register_file, why_rebuild
 from seem_dagster.schemas import Passages
 from seem_dagster.store import builds, input_log, locks, owner
-from seem_dagster.store.files import as_root, children, is_local
+from seem_dagster.store.files import as_root, children, is_local, jsonl_lines
 from seem_dagster.store.keys import file_stem
 from seem_dagster.store.manifest import published_rows, read_manifest
 from seem_dagster.store.snapshot import SnapshotError, read_snapshot
@@ -364,7 +364,7 @@ def _with_ids(before: str, lines: list[str], stones: tombstones.Tombstones) -> l
     the log or a forgotten turn has used, so its input id never changes when an earlier turn is
     forgotten, never clashes with a turn the log holds and is never a forgotten turn's."""
     used = set(stones.refs)
-    for line in before.splitlines():
+    for line in jsonl_lines(before):
         if line.strip():
             used.add(str(json.loads(line).get("id")))
     used |= {str(json.loads(line)["id"]) for line in lines if json.loads(line).get("id") is not None}
@@ -393,7 +393,7 @@ def _not_logged(before: str, lines: list[str]) -> list[str]:
     crash or a failed build). A line whose id the log holds with other content stays, and the reader
     then refuses it as a duplicate id."""
     logged = {}
-    for line in before.splitlines():
+    for line in jsonl_lines(before):
         if line.strip():
             obj = json.loads(line)
             logged[str(obj.get("id"))] = obj
@@ -407,7 +407,7 @@ def _not_logged(before: str, lines: list[str]) -> list[str]:
 
 
 def _as_turn_error(err: InputError, before: str, cid: str) -> InputError:
-    earlier = len(before.splitlines())
+    earlier = len(jsonl_lines(before))
     record = err.record or ""
     if record.startswith("line "):
         try:

@@ -142,3 +142,15 @@ def children(path: UPath) -> list[UPath]:
         return list(path.iterdir())
     except (FileNotFoundError, NotADirectoryError):
         return []
+
+
+def jsonl_lines(text: str, *, keepends: bool = False) -> list[str]:
+    """The lines of a JSONL text, split at line feeds alone (a CR before one goes with it unless
+    ``keepends``). Not ``str.splitlines``: it also splits at U+2028, U+2029, U+0085, form feeds and
+    other separators, which JSON carries raw inside a string (pasted text holds them), and so broke a
+    turn in two."""
+    pieces = text.split("\n")
+    last = pieces.pop()
+    if keepends:
+        return [piece + "\n" for piece in pieces] + ([last] if last else [])
+    return [piece.removesuffix("\r") for piece in pieces] + ([last.removesuffix("\r")] if last else [])

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from upath import UPath
 
-from seem_dagster.store.files import as_root, remove_stale_temps, write_bytes_atomic
+from seem_dagster.store.files import as_root, jsonl_lines, remove_stale_temps, write_bytes_atomic
 from seem_dagster.store.keys import file_stem
 from seem_dagster.store.locks import exclusive
 
@@ -61,7 +61,7 @@ def rewrite(root, conversation_id: str, keep: Callable[[int, str], bool]) -> int
     text = read(root, conversation_id)
     if not text:
         return 0
-    lines = text.splitlines(keepends=True)
+    lines = jsonl_lines(text, keepends=True)
     kept = [line for number, line in enumerate(lines, start=1) if keep(number, line)]
     if len(kept) != len(lines):
         if kept:
