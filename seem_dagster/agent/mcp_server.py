@@ -35,8 +35,10 @@ INSTRUCTIONS = (
 )
 Conversation = Annotated[str | None, Field(description="conversation id (default: the server's, or the only one you can read)",
                                            max_length=200)]
-# Forgetting rebuilds the conversation (a Dagster run): it is not cut off at the call timeout.
-UNTIMED = frozenset({"forget"})
+# Writes rebuild the conversation (a Dagster run): they are not cut off at the call timeout.
+UNTIMED = frozenset({"forget", "remember"})
+# A turn as `Memory.add` takes it; its fields and their types are checked there, each refusal one line.
+TurnArgument = dict[str, Annotated[str, Field(max_length=20000)] | None]
 # The arguments that are dates (ISO text), of any tool.
 DATE_ARGUMENTS = frozenset({"date", "as_of", "before"})
 
@@ -165,6 +167,23 @@ class RefuseBadArguments:
         return result
 
 
+class Panicked(Exception):
+    """A Rust library (polars, DuckDB's Arrow) panicked in a call."""
+
+
+def _contained(work: Callable[[], Any]) -> Any:
+    """``work()``, with a Rust panic (pyo3's PanicException, a BaseException: uncaught, it ends the
+    server's task group and every later request of that process fails) made an error of this call alone."""
+    try:
+        return work()
+    except Exception:
+        raise
+    except BaseException as err:
+        if type(err).__name__ == "PanicException":
+            raise Panicked(str(err)[:200]) from None
+        raise
+
+
 def validation_line(tool: str, text: str) -> str:
     """The SDK's report of arguments that fail the input schema (several lines, echoing the input,
     which may be megabytes) as one line: each argument and what is wrong with it."""
@@ -187,7 +206,7 @@ def build_server(tools: MemoryTools, scope: Callable[[Any], MemoryTools] | None 
 
     async def call(ctx: Context | None, name: str, *args) -> str:
         scoped = scope(ctx) if scope is not None else tools
-        work = functools.partial(getattr(scoped, name), *args)
+        work = functools.partial(_contained, functools.partial(getattr(scoped, name), *args))
         try:
             if name in UNTIMED:
                 result = await anyio.to_thread.run_sync(work, limiter=limiter)
@@ -201,6 +220,8 @@ def build_server(tools: MemoryTools, scope: Callable[[Any], MemoryTools] | None 
                             "with this error") from None
         except ToolInputError as err:
             raise ToolError(str(err)) from None
+        except Panicked:
+            raise ToolError(f"{name} failed inside a library (it panicked); nothing changed, and other calls go on") from None
         return as_json(result)
 
     @server.tool(description="The memory's SQL views and their columns, the property names in use and the limits.")
@@ -238,6 +259,17 @@ def build_server(tools: MemoryTools, scope: Callable[[Any], MemoryTools] | None 
                      k: Annotated[int, Field(ge=1, le=50, description="turns to return")] = 10,
                      conversation_id: Conversation = None) -> str:
         return await call(ctx, "search", question, date, k, conversation_id)
+
+    if agent.allow_add:
+        @server.tool(description="Remember turns of a conversation: each {speaker, text, timestamp (ISO), id (optional)}; "
+                                 "they are searchable when this returns. A token writes only where it was granted to.")
+        async def remember(ctx: Context,
+                           turns: Annotated[list[TurnArgument], Field(description="the turns, oldest first", min_length=1,
+                                                                      max_length=100)],
+                           session_id: Annotated[str | None, Field(description="the session they belong to (default: their day)",
+                                                                   max_length=200)] = None,
+                           conversation_id: Conversation = None) -> str:
+            return await call(ctx, "remember", turns, session_id, conversation_id)
 
     if agent.allow_forget:
         @server.tool(description="Forget turns of the conversation: from the memory, every cache and older build, and the logs. "

@@ -35,7 +35,7 @@ TABLES = ("passages", "questions", "event_frames", "facts", "properties", "episo
           "retrieval_index", "llm_calls")
 CONVERSATION = "conversation_id"
 # DuckDB types returned as their text: no output format (and not polars) holds them as they are.
-AS_TEXT = frozenset({"VARIANT", "UNION", "BIT", "INTERVAL", "UUID", "GEOMETRY", "BLOB"})
+AS_TEXT = frozenset({"VARIANT", "UNION", "BIT", "INTERVAL", "UUID", "GEOMETRY", "BLOB", "BIGNUM", "VARINT"})
 # "What held on a date" as a table macro over the properties view (stored ends: as known now).
 MACROS = {
     "properties_on": ("properties_on(day)", "CREATE MACRO properties_on(day) AS TABLE SELECT * FROM properties "
@@ -167,10 +167,43 @@ class SqlMemory:
             raise SqlRefused(f"SQL error: {first_line(err)}") from None
         finally:
             timer.cancel()
+        beyond = [name for name in table.column_names if beyond_python_dates(table.column(name))]
+        if beyond:  # polars cannot give such values to Python (it panics): their text, as DuckDB writes it
+            table = self.con.from_arrow(table).project(", ".join(
+                f"CAST({_quoted(c)} AS VARCHAR) AS {_quoted(c)}" if c in beyond else _quoted(c) for c in table.column_names)).to_arrow_table()
         seconds = time.perf_counter() - started
         frame = pl.from_arrow(table)
         truncated = frame.height > self.config.max_rows
         return SqlResult(frame.head(self.config.max_rows), types, truncated, seconds, dict(self.skipped))
+
+
+# Python's dates run from year 1 to 9999: the bounds of a date32 (days) and of a timestamp per unit.
+_FIRST, _LAST = -719_162, 2_932_896  # 0001-01-01 and 9999-12-31, in days from 1970-01-01
+_PER_DAY = {"s": 86_400, "ms": 86_400_000, "us": 86_400_000_000, "ns": 86_400_000_000_000}
+
+
+def beyond_python_dates(values) -> bool:
+    """Whether an Arrow array (or chunked array) holds a date or timestamp, at any depth of lists and
+    structs, outside years 1-9999 (DuckDB's infinity, year 294247): polars panics turning it into Python."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind = values.type
+    if pa.types.is_date32(kind) or pa.types.is_timestamp(kind):
+        if len(values) == values.null_count:
+            return False
+        unit = 1 if pa.types.is_date32(kind) else _PER_DAY[kind.unit]
+        physical = values.cast(pa.int32() if pa.types.is_date32(kind) else pa.int64())
+        low, high = pc.min_max(physical).values()
+        return (low.as_py() is not None and (low.as_py() < _FIRST * unit or high.as_py() >= (_LAST + 1) * unit))
+    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        return any(beyond_python_dates(chunk.flatten()) for chunk in chunks)
+    if pa.types.is_struct(kind):
+        return any(beyond_python_dates(chunk.field(i)) for chunk in chunks for i in range(kind.num_fields))
+    if pa.types.is_map(kind):
+        return any(beyond_python_dates(chunk.keys) or beyond_python_dates(chunk.items) for chunk in chunks)
+    return False
 
 
 def _quoted(column: str) -> str:
