@@ -406,10 +406,10 @@ def cmd_tokens(args: argparse.Namespace) -> int:
     try:
         if args.action == "add":
             wanted = [c.strip() for c in (args.conversations or "").split(",") if c.strip()]
-            token, record = tokens.add(path, wanted, args.prefix, args.name or "")
+            token, record = tokens.add(path, wanted, args.prefix, args.name or "", args.write)
             scope = ", ".join(filter(None, [", ".join(record["conversations"]),
                                             f"every conversation starting {record['prefix']!r}" if record["prefix"] else ""]))
-            print(f"token {record['id']} added to {path}; it reads: {scope}")
+            print(f"token {record['id']} added to {path}; it {'reads and writes' if args.write else 'reads'}: {scope}")
             print("the token (shown once; only its hash is kept):")
             print(token)
         elif args.action == "revoke":
@@ -609,6 +609,8 @@ def parser() -> argparse.ArgumentParser:
     tk_add.add_argument("--conversations", metavar="A,B", help="the conversations it reads (comma-separated)")
     tk_add.add_argument("--prefix", help="it also reads every conversation whose id starts with this")
     tk_add.add_argument("--name", help="a note for whom it is")
+    tk_add.add_argument("--write", action="store_true", help="it may also add turns to its conversations (the `remember` tool, "
+                                                             "offered when agent.allow_add is on); without it, read only")
     tk_rev = tk_sub.add_parser("revoke", help="remove a token by its id (tok_...)")
     tk_rev.add_argument("id")
     tk_list = tk_sub.add_parser("list", help="the tokens' ids, scopes and notes (no hashes)")

@@ -321,6 +321,54 @@ def test_while_one_tenants_query_would_spill_another_reads_no_file_of_it_or_of_t
         assert server.stop() == 0
 
 
+def test_remember_adds_turns_only_for_a_write_token_on_its_own_conversations(store, tmp_path):
+    """The MCP write tool over HTTP: a write token adds turns (a new conversation too) that its next
+    search finds; a read-only token, another tenant's conversation and bad turns are refused in one
+    line each, naming the turn and field as `Memory.add` does; nothing else changes."""
+    import shutil
+
+    copy = tmp_path / "store"
+    shutil.copytree(store, copy, symlinks=True)  # a copied store is its own: the module's stays as it was
+    tokens = tmp_path / "tokens.json"
+    writer = _tokens(tokens, "add", "--conversations", "carol", "--write")
+    reader = _tokens(tokens, "add", "--conversations", "carol")
+    team = _tokens(tokens, "add", "--prefix", "team-", "--write")
+    server = Server(copy, "--tokens-file", str(tokens), "--set", "agent.allow_add=true")
+    turn = {"speaker": "Carol", "text": "I keep the spare bike lock in the garden shed.", "timestamp": "2024-05-01T08:00:00"}
+    try:
+        first, found = calls(server.url, writer, ("remember", {"turns": [turn, {**turn, "text": "The shed code is 4471."}]}),
+                             ("search", {"question": "Where is the spare bike lock?"}))
+        assert not first[0] and json.loads(first[1])["turns_added"] == 2 and json.loads(first[1])["conversation_id"] == "carol"
+        assert not found[0] and "garden shed" in json.loads(found[1])["passages"][0]["text"]
+        refused = calls(server.url, reader, ("remember", {"turns": [turn]}))
+        refused += calls(server.url, writer, ("remember", {"turns": [turn], "conversation_id": "alice"}),
+                         ("remember", {"turns": [turn], "conversation_id": "nobody"}),
+                         ("remember", {"turns": [{"speaker": "Carol"}]}),
+                         ("remember", {"turns": [{**turn, "colour": "red"}]}),
+                         ("remember", {"turns": [{**turn, "text": 5}]}),
+                         ("remember", {"turns": [turn] * 101}))
+        refused += calls(server.url, team, ("remember", {"turns": [turn]}))
+        assert all(error and "\n" not in text for error, text in refused), refused
+        texts = [text for _, text in refused]
+        assert "may not write" in texts[0] and "seem tokens add --write" in texts[0]
+        assert texts[1].replace("alice", "X") == texts[2].replace("nobody", "X")  # another's is refused as one that is not there
+        assert "turn 1" in texts[3] and "'text'" in texts[3] and "turn 1" in texts[4] and "colour" in texts[4]
+        assert "text" in texts[5] and "100" in texts[6]
+        assert "name the conversation_id" in texts[7]
+        (new,) = calls(server.url, team, ("remember", {"turns": [turn], "conversation_id": "team-a"}))
+        assert not new[0] and json.loads(new[1])["turns_added"] == 1
+        (alice,) = calls(server.url, _tokens(tokens, "add", "--conversations", "alice"), ("sql", {"query": "SELECT count(*) AS n FROM passages"}))
+        assert json.loads(alice[1])["rows"] == [{"n": 3}]
+    finally:
+        assert server.stop() == 0
+
+
+def test_without_allow_add_there_is_no_remember_tool(served):
+    server, _, alice, _ = served
+    ((error, text),) = calls(server.url, alice, ("remember", {"turns": [{"speaker": "A", "text": "hi"}]}))
+    assert error and "remember" in text
+
+
 def _tool_post(url: str, name: str, arguments: dict) -> httpx.Response:
     """One tools/call as one POST (the server is stateless: no session to open first)."""
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}})

@@ -27,6 +27,15 @@ def test_a_token_is_stored_as_its_hash_with_its_scope_and_read_back(tmp_path):
     assert held.tenant("seem_" + "x" * 43) is None and held.tenant(None) is None and held.tenant(alice + " ") is None
     assert [r["id"] for r in tokens.listed(path)] == [r["id"] for r in json.loads(text)["tokens"]]
     assert all("sha256" not in r for r in tokens.listed(path))
+    assert not a.may_write("alice") and not b.may_write("bob-1")  # read only unless the operator said --write
+
+
+def test_a_write_token_writes_only_where_it_reads(tmp_path):
+    path = tmp_path / "tokens.json"
+    writer, record = tokens.add(path, ["carol"], prefix="team-", write=True)
+    held = tokens.TokensFile(path).tenant(writer)
+    assert record["write"] is True and held.may_write("carol") and held.may_write("team-new")
+    assert not held.may_write("alice") and not held.may_write("carol-2")
 
 
 def test_a_change_to_the_file_is_seen_at_the_next_lookup_and_a_broken_file_lets_nobody_in(tmp_path, capsys):
@@ -50,6 +59,7 @@ def test_a_change_to_the_file_is_seen_at_the_next_lookup_and_a_broken_file_lets_
     ('{"tokens": [{"id": "t1", "sha256": "ab", "conversations": ["a"]}]}', "token 1: sha256 is not a SHA-256 hex digest"),
     ('{"tokens": [{"id": "t1", "sha256": "' + "a" * 64 + '", "conversations": []}]}', "token 1: the token names no conversation"),
     ('{"tokens": [{"id": "t1", "sha256": "' + "a" * 64 + '", "conversations": [], "prefix": ""}]}', "prefix must be a non-empty"),
+    ('{"tokens": [{"id": "t1", "sha256": "' + "a" * 64 + '", "conversations": ["a"], "write": "yes"}]}', "write must be true or false"),
 ])
 def test_a_malformed_tokens_file_is_refused_at_start_naming_the_file_and_the_record(tmp_path, content, message):
     path = tmp_path / "tokens.json"

@@ -2,8 +2,9 @@
 
 The tokens file (setting ``agent.tokens_file``) is JSON holding, per token, an id, the SHA-256 of the
 token (the token itself is printed once by `seem tokens add` and stored nowhere), and its scope: a
-list of conversation ids, a prefix of them, or both. A token is a 256-bit random secret, so its
-hash is looked up directly.
+list of conversation ids, a prefix of them, or both; and whether it may write (add turns to those
+conversations, or start one under its prefix): only when the operator said so (`--write`). A token
+is a 256-bit random secret, so its hash is looked up directly.
 
 The server re-reads the file when it changes (its size, time or inode), so a token added or revoked
 takes effect at its next request without a restart. A file that cannot be read or parsed after a
@@ -39,15 +40,20 @@ class TokensError(ValueError):
 
 @dataclass(frozen=True)
 class Tenant:
-    """What one token may read: the conversations named, and those whose id starts with ``prefix``."""
+    """What one token may read: the conversations named, and those whose id starts with ``prefix``;
+    with ``write``, it may add turns to them too."""
 
     token_id: str
     conversations: frozenset[str]
     prefix: str | None = None
     name: str = ""
+    write: bool = False
 
     def may_read(self, conversation_id: str) -> bool:
         return conversation_id in self.conversations or (self.prefix is not None and conversation_id.startswith(self.prefix))
+
+    def may_write(self, conversation_id: str) -> bool:
+        return self.write and self.may_read(conversation_id)
 
 
 def digest(token: str) -> str:
@@ -59,6 +65,7 @@ def _tenant(record: dict, where: str) -> tuple[str, Tenant]:
         token_id, sha = record["id"], record["sha256"]
         conversations = record.get("conversations") or []
         prefix = record.get("prefix")
+        write = record.get("write", False)
     except (KeyError, TypeError, AttributeError):
         raise TokensError(f"{where}: a token record needs id, sha256 and conversations or prefix") from None
     if not isinstance(sha, str) or len(sha) != 64:
@@ -69,7 +76,9 @@ def _tenant(record: dict, where: str) -> tuple[str, Tenant]:
         raise TokensError(f"{where}: prefix must be a non-empty string")
     if not conversations and prefix is None:
         raise TokensError(f"{where}: the token names no conversation and no prefix")
-    return sha, Tenant(str(token_id), frozenset(conversations), prefix, str(record.get("name", "")))
+    if not isinstance(write, bool):
+        raise TokensError(f"{where}: write must be true or false")
+    return sha, Tenant(str(token_id), frozenset(conversations), prefix, str(record.get("name", "")), write)
 
 
 def parse(text: str, path: str) -> dict[str, Tenant]:
@@ -171,9 +180,10 @@ def _write(path: Path, records: list[dict]) -> None:
         raise
 
 
-def add(path: str | os.PathLike, conversations: list[str], prefix: str | None = None, name: str = "") -> tuple[str, dict]:
-    """A new token for ``conversations`` and/or ``prefix``: (the token, its record). The token is not
-    stored; only its hash is."""
+def add(path: str | os.PathLike, conversations: list[str], prefix: str | None = None, name: str = "",
+        write: bool = False) -> tuple[str, dict]:
+    """A new token for ``conversations`` and/or ``prefix`` (``write``: it may also add turns to them):
+    (the token, its record). The token is not stored; only its hash is."""
     for cid in conversations:
         try:
             check_conversation_id(cid)
@@ -185,7 +195,7 @@ def add(path: str | os.PathLike, conversations: list[str], prefix: str | None = 
         raise TokensError("name the token's conversations (--conversations a,b) or a prefix (--prefix p)")
     token = PREFIX + secrets.token_urlsafe(32)
     record = {"id": "tok_" + secrets.token_hex(6), "sha256": digest(token), "conversations": sorted(set(conversations)),
-              "prefix": prefix, "name": name, "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+              "prefix": prefix, "name": name, "write": write, "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     target = Path(path)
     with _locked(target):
         _write(target, [*_records(target), record])

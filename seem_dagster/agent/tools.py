@@ -1,4 +1,4 @@
-"""The five tools, over one `Memory`: what an agent may call, each bounded and validated.
+"""The tools, over one `Memory`: what an agent may call, each bounded and validated.
 
 Every argument is treated as hostile: strings have length limits, counts have caps, dates must
 parse, conversation ids must have a memory in the store and be in the caller's scope, SQL goes
@@ -19,7 +19,8 @@ import polars as pl
 
 from seem_dagster.agent.tokens import Tenant
 from seem_dagster.graph.entities import normalise
-from seem_dagster.memory import InvalidRequest, Memory
+from seem_dagster.ingest.errors import InputError
+from seem_dagster.memory import BuildFailed, InvalidRequest, Memory, WriterBusy
 from seem_dagster.properties.as_of import held_on, history_lines
 from seem_dagster.retrieval.as_of import parse_as_of
 from seem_dagster.retrieval.index import MemoryIndex
@@ -33,6 +34,7 @@ MAX_TEXT = 2000
 MAX_NAME = 200
 MAX_K = 50
 MAX_ROWS = 200
+MAX_REMEMBER = 100  # turns in one remember call (an agent writes a message or a session at a time)
 PER_ENTITY = 30
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset("the a an of to in on at for and or is was are were do does did what when where who which how with from by "
@@ -108,6 +110,27 @@ class MemoryTools:
             raise ToolInputError(f"conversation_id: {err}") from None
         if (self.tenant is not None and not self.tenant.may_read(conversation_id)) or conversation_id not in self.memory.conversations():
             raise ToolInputError(f"conversation_id {conversation_id[:80]!r} is not in this store")
+        return conversation_id
+
+    def writable(self, conversation_id: str | None) -> str:
+        """The conversation a write goes to: the one named (it may not have a memory yet), else the
+        server's, else the token's only named conversation. A token writes only where it reads and
+        only if made with ``--write``; anything else is refused in the same words whether or not the
+        conversation exists."""
+        if conversation_id is None or conversation_id == "":
+            if self.default is not None:
+                return self.default
+            if self.tenant is not None and self.tenant.prefix is None and len(self.tenant.conversations) == 1:
+                conversation_id = next(iter(self.tenant.conversations))
+            else:
+                raise ToolInputError("name the conversation_id to remember into")
+        try:
+            check_conversation_id(conversation_id)
+        except InvalidConversationId as err:
+            raise ToolInputError(f"conversation_id: {err}") from None
+        if self.tenant is not None and not self.tenant.may_write(conversation_id):
+            why = "" if self.tenant.write else " (an operator grants writing with `seem tokens add --write`)"
+            raise ToolInputError(f"this token may not write to conversation_id {conversation_id[:80]!r}{why}")
         return conversation_id
 
     def _sql_scope(self) -> str | list[str] | None:
@@ -243,6 +266,27 @@ class MemoryTools:
                 "seed_facts": [{"subject": s.subject, "relation": s.relation, "object": s.object, "time": s.time} for s in recall.seed_facts],
                 "property_histories": histories}
 
+
+    def remember(self, turns: list, session_id: str | None = None, conversation_id: str | None = None) -> dict:
+        """Add turns to a conversation (``Memory.add``: the same validation, one line naming the turn
+        and field); offered only when agent.allow_add is on. Searchable once it returns."""
+        if not self.config.agent.allow_add:
+            raise ToolInputError("remember is off on this server (agent.allow_add)")
+        if not isinstance(turns, list) or not turns:
+            raise ToolInputError("turns must be a non-empty list of {speaker, text, timestamp, id} objects")
+        if len(turns) > MAX_REMEMBER:
+            raise ToolInputError(f"{len(turns)} turns in one call, over the limit of {MAX_REMEMBER}: remember them in parts")
+        cid = self.writable(conversation_id)
+        try:
+            done = self.memory.add(cid, turns, session_id=_text(session_id, "session_id", MAX_NAME) if session_id else None)
+        except (InvalidRequest, InputError) as err:
+            raise ToolInputError(str(err).split("\n")[0]) from None
+        except WriterBusy as err:  # nothing was written
+            raise ToolInputError(str(err).split("\n")[0]) from None
+        except BuildFailed as err:  # the turns are kept in the input log; the next build takes them
+            raise ToolInputError(f"the turns are stored but their build failed: {str(err).splitlines()[0] if str(err) else ''}") from None
+        return {"conversation_id": cid, "status": done.status, "turns_added": done.turns_added, "turns": done.passages,
+                "build_id": done.build_id}
 
     def forget(self, turns: list[str] | None = None, session_id: str | None = None, speaker: str | None = None,
                before: str | None = None, conversation_id: str | None = None) -> dict:

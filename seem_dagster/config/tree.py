@@ -363,6 +363,10 @@ class AgentConfig(Section):
     allow_forget: bool = Field(
         False, description="`seem mcp` offers a forget tool (off: an agent must not erase memory because a prompt told it to)",
     )
+    allow_add: bool = Field(
+        False, description="`seem mcp` offers a remember tool that adds turns (`Memory.add`, validated alike); over HTTP only "
+        "tokens made with `seem tokens add --write` may call it, on their own conversations",
+    )
     tokens_file: str | None = Field(
         None, description="`seem mcp --http`: the file of bearer tokens (hashes only; `seem tokens add` writes it), each "
         "scoped to its conversations; without it the server runs only on loopback, open to every conversation",
