@@ -75,3 +75,23 @@ def test_a_writer_that_would_wait_too_long_is_refused_in_one_line_and_writes_not
         assert len(lines) == 1 and "conversation 'duo'" in lines[0] and "is writing it" in lines[0], err
         assert "store.writer_wait_s" in lines[0] and "nothing was written" in lines[0]
         assert files_under(store) == before
+
+
+def test_a_file_build_never_replaces_turns_add_acknowledged(tmp_path):
+    """A conversation `add` wrote is its input log's: a file of the same id would have replaced every
+    turn acknowledged (exit 0, the turns gone from the memory). It is refused in one line, nothing
+    changed, and the next add builds on what was there."""
+    from seem_dagster import Memory
+
+    store = tmp_path / "store"
+    with Memory.open(store) as memory:
+        memory.add(CID, [{"speaker": "Ana", "text": "The kiln is booked for Friday.", "timestamp": "2024-06-01T09:00:00", "id": "a1"}])
+    before = read_manifest(store, CID)
+    done = subprocess.run([SEEM, "build", "--input", str(chat(tmp_path / "f.jsonl", 2, "gamma")), "--store", str(store), "--quiet"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "f.jsonl" in done.stderr and repr(CID) in done.stderr and "conversation_id" in done.stderr and "`add`" in done.stderr
+    assert read_manifest(store, CID) == before
+    with Memory.open(store) as memory:
+        memory.add(CID, [{"speaker": "Ben", "text": "And the glaze order is in.", "timestamp": "2024-06-01T09:05:00", "id": "a2"}])
+        assert sorted(memory.index(CID).passages["source_ref"]) == ["a1", "a2"]

@@ -179,6 +179,11 @@ class Writer:
             for cid in wanted:
                 held.enter_context(self._writing(cid))
                 self._finish_if_interrupted(cid)
+            for cid in wanted:  # a file's build replaces a conversation's input: never the turns `add` acknowledged
+                if input_log.log_path(self.store, cid).exists() and absolute(path) != input_log.source_path(self.store, cid):
+                    raise InputError(path, f"conversation {cid!r}", "conversation_id",
+                                     "this store holds turns added to it with `add` (its input log); a file would replace "
+                                     "them: give the file's conversation another id, or add these turns with `add`")
             registered = register_file(self.store, path, fmt, self.config.ingest, questions=questions, conversations=conversations)
             current = set() if rebuild else {r.conversation_id for r in registered if r.status == "unchanged"
                                              and why_rebuild(self.store, r.conversation_id, self.config) is None}
