@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from conftest import occurrences
@@ -48,16 +49,17 @@ def logged_refs(store: Path, cid: str = CID) -> list[str]:
     return sorted(json.loads(line)["id"] for line in log.read_text().splitlines() if line.strip()) if log.exists() else []
 
 
-def add_killed_mid_build(store: Path, turns: list[dict]) -> None:
-    """`Memory.add` in a process killed with SIGKILL once its build has written its first table: the
-    turns are in the input log, not in the published memory."""
+def add_killed_mid_build(store: Path, turns: list[dict], written=None) -> None:
+    """`Memory.add` in a process killed with SIGKILL once its build has written its first table (or
+    once ``written()`` says so): the turns are in the input log, not in the published memory."""
     before = {p.name for p in (store / "_builds" / CID).iterdir()}
+    started = lambda: any((b / "passages.parquet").exists() for b in (store / "_builds" / CID).iterdir() if b.name not in before)  # noqa: E731
     proc = subprocess.Popen([sys.executable, "-c", ADD_SCRIPT, str(store), CID, json.dumps(turns)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 300
-        while not any((b / "passages.parquet").exists() for b in (store / "_builds" / CID).iterdir() if b.name not in before):
-            assert proc.poll() is None and time.monotonic() < deadline, "the add ended before its build wrote a table"
+        while not (written or started)():
+            assert proc.poll() is None and time.monotonic() < deadline, "the add ended before its build wrote what it waits for"
             time.sleep(0.01)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
@@ -101,6 +103,28 @@ def test_an_unbuilt_turn_the_forget_names_is_forgotten_and_leaves_no_trace(unbui
         assert done.source_refs == ("k3",) and refs(memory) == ["k1", "k2"]
     assert logged_refs(unbuilt) == ["k1", "k2"]
     assert occurrences(unbuilt, needle=CANARY) == []  # not in the killed build's tables, nor in its cache entries
+
+
+def test_a_forgotten_unbuilt_turn_leaves_nothing_in_the_caches_a_killed_build_wrote_from_all_turns(tmp_path):
+    """The killed build had written its properties cache (made from all the turns at once) with the
+    unbuilt turn in it; the forget names only that turn, so nothing is rebuilt, and the cache goes."""
+    store = tmp_path / "store"
+    with Memory.open(store) as memory:
+        memory.add(CID, FIRST)
+    stated = turn("k3", 10, f"My heron {CANARY.title()} eats sardines, and I moved to {CANARY.title()}ville in March.")
+
+    def properties_cached() -> bool:
+        try:
+            return bool(occurrences(store / "_cache" / "properties", needle=CANARY))
+        except OSError:  # a temp file renamed or half written as it is read
+            return False
+
+    add_killed_mid_build(store, [stated], written=properties_cached)
+    with Memory.open(store) as memory:
+        done = memory.forget(CID, turns=["k3"])
+        assert done.source_refs == ("k3",) and refs(memory) == ["k1", "k2"]
+        assert memory.properties(CID).filter(pl.col("value") == "Porto").height == 1  # the memory's own rows stay
+    assert occurrences(store, needle=CANARY) == []
 
 
 def test_naming_every_turn_the_log_holds_forgets_the_whole_conversation(unbuilt):

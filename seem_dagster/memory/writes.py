@@ -285,10 +285,12 @@ class Writer:
         from seem_dagster.store.cache import KEY
 
         published = _published_passages(self.store, cid)
+        # Tables made from all the turns at once go, whether or not the published memory holds a forgotten
+        # turn: a build killed after writing them holds turns only the input log had (the next build, or
+        # the rebuild here, writes them again from the turns that stay).
+        removed["cache_tables"] = sweep.purge_whole_state(self.store, cid, KEYED)
+        faults.point("forget.after_cache_purge")
         if published is not None and bool(stones.forgotten(published).any()):
-            # Tables made from all the turns at once go before the rebuild, which writes them again.
-            removed["cache_tables"] = sweep.purge_whole_state(self.store, cid, KEYED)
-            faults.point("forget.after_cache_purge")
             source = source_to_build(self.store, cid)
             try:
                 registered = register_file(self.store, source.location(self.store), source.format, source.ingest,

@@ -17,11 +17,12 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from pathlib import Path
 
 import polars as pl
 from upath import UPath
 
-from seem_dagster.store.files import TEMP_PREFIX, remove_tree
+from seem_dagster.store.files import TEMP_PREFIX, is_local, remove_stale_temps, remove_tree
 from seem_dagster.store.keys import file_stem
 from seem_dagster.store.snapshot import EXTENSION, SnapshotError, as_root, read_table, write_table
 
@@ -100,7 +101,9 @@ class ConversationCache:
         for kind in sorted(p.name for p in base.iterdir() if p.is_dir()):
             for name in sorted(p.name for p in (base / kind).iterdir() if p.is_dir()):
                 folder = base / kind / name
-                if (folder / (stem + EXTENSION)).exists() or (folder / (stem + PARTS)).exists():
+                # A temp file alone counts: a build killed while writing the table's first version left it.
+                if ((folder / (stem + EXTENSION)).exists() or (folder / (stem + PARTS)).exists()
+                        or any(p.name.startswith(f"{TEMP_PREFIX}{stem}{EXTENSION}.") for p in folder.iterdir())):
                     found.append((kind, name))
         return found
 
@@ -109,7 +112,10 @@ class ConversationCache:
         ``name`` is the folder's name as ``entries`` gives it."""
         frame = self.table(kind, name)
         if frame is None:
+            self.remove(kind, name)  # a dead writer's temp file, if that is all there is
             return 0
+        if is_local(self.path(kind, name)):
+            remove_stale_temps(Path(self.path(kind, name).path))
         kept = frame.filter(pl.col(key).is_in(list(keep)))
         removed = frame.height - kept.height
         segments = self._segments(self.path(kind, name))
@@ -122,11 +128,14 @@ class ConversationCache:
         return removed
 
     def remove(self, kind: str, name: str) -> bool:
-        """Delete the conversation's table of this cache and its segments."""
+        """Delete the conversation's table of this cache, its segments, and the temp files of its
+        writers that died (a killed build's half-written table holds the turns it was given)."""
         path = self.path(kind, name)
         existed = path.exists()
         path.unlink(missing_ok=True)
         remove_tree(path.parent / (path.name[: -len(EXTENSION)] + PARTS))
+        if is_local(path):
+            existed = bool(remove_stale_temps(Path(path.path))) or existed
         return existed
 
     def kv(self, kind: str, name: str) -> dict[str, str]:
