@@ -164,6 +164,26 @@ def test_after_a_whole_forget_naming_its_turns_again_says_already_forgotten_and_
     assert occurrences(store, needle="cello") == []
 
 
+def test_a_retried_forget_by_date_speaker_or_session_says_so_and_a_speaker_never_seen_is_refused(tmp_path):
+    from seem_dagster.memory import UnknownConversation
+
+    store = tmp_path / "store"
+    with Memory.open(store) as memory:
+        memory.add(CID, [*FIRST, LATER, turn("k4", 11, "The tide was very low that morning.", "Ola")])
+        for ask in ({"before": "2024-03-03"}, {"speaker": "Ola"}, {"session_id": "2024-03-10"}):
+            first = memory.forget(CID, **ask)
+            again = memory.forget(CID, **ask)
+            assert first.turns >= 1 and again.turns == 0 and again.passages == first.passages  # the published memory's count
+            # while turns are left, nothing of what it names is; once the last went, the conversation is gone whole
+            said = "nothing to forget: no turn left matches" if memory.conversations() else "already forgotten: every turn of"
+            assert again.warnings[0].startswith(said), again.warnings
+        assert memory.conversations() == []
+        assert "every turn of speaker Ola" in memory.forget(CID, speaker="Ola").warnings[0]
+        with pytest.raises(UnknownConversation):
+            memory.forget(CID, speaker="Zed")  # no forgotten turn was Zed's
+    assert occurrences(store, needle="Ola") == [] and occurrences(store, needle=CANARY) == []
+
+
 def test_turns_added_without_ids_after_a_forget_get_ids_of_their_own(tmp_path):
     store = tmp_path / "store"
     day = "2024-05-06T09:0{}:00"

@@ -71,11 +71,13 @@ def selection(turns=None, session_id=None, speaker=None, before: datetime | None
                      None if speaker is None else _clean(speaker, "speaker"), before)
 
 
-def select(passages: pl.DataFrame, chosen: Selection, conversation_id: str, already: frozenset[str] = frozenset()) -> pl.DataFrame:
+def select(passages: pl.DataFrame, chosen: Selection, conversation_id: str, already: frozenset[str] = frozenset(),
+           forgotten_name=lambda kind, value: False) -> pl.DataFrame:
     """The passages ``chosen`` names. ``already``: ids (input ids and passage ids) of turns forgotten
-    before, which a request may name again (a retry) and which select nothing. Raises ForgetError for
-    a turn, session or speaker the conversation does not hold, and when nothing is left to forget
-    (but for turns named by id that were all forgotten before: then no row)."""
+    before, which a request may name again (a retry) and which select nothing; ``forgotten_name(kind,
+    value)``: whether a forgotten turn had this speaker or session. Raises ForgetError for a turn,
+    session or speaker the conversation never held; a request whose criteria all exist but match no
+    turn left (a retry, a date policy run again) selects no row."""
     rows = passages
     if chosen.turns:
         by_ref = set(passages[Passages.source_ref].to_list())
@@ -88,17 +90,13 @@ def select(passages: pl.DataFrame, chosen: Selection, conversation_id: str, alre
         wanted = list(chosen.turns)
         rows = rows.filter(pl.col(Passages.source_ref).is_in(wanted) | pl.col(Passages.passage_id).is_in(wanted))
     if chosen.session_id is not None:
-        if chosen.session_id not in set(passages[Passages.session_id].to_list()):
+        if chosen.session_id not in set(passages[Passages.session_id].to_list()) and not forgotten_name("session", chosen.session_id):
             raise ForgetError(f"session {chosen.session_id!r} is not in conversation {conversation_id!r}")
         rows = rows.filter(pl.col(Passages.session_id) == chosen.session_id)
     if chosen.speaker is not None:
-        if chosen.speaker not in set(passages[Passages.speaker].to_list()):
+        if chosen.speaker not in set(passages[Passages.speaker].to_list()) and not forgotten_name("speaker", chosen.speaker):
             raise ForgetError(f"speaker {chosen.speaker!r} has no turn in conversation {conversation_id!r}")
         rows = rows.filter(pl.col(Passages.speaker) == chosen.speaker)
     if chosen.before is not None:
         rows = rows.filter(pl.col(Passages.timestamp) < chosen.before)
-    if rows.is_empty() and chosen.turns and chosen.session_id is None and chosen.speaker is None and chosen.before is None:
-        return rows  # every named turn was forgotten before
-    if rows.is_empty():
-        raise ForgetError(f"nothing to forget in conversation {conversation_id!r}: no turn matches {chosen.describe()}")
     return rows

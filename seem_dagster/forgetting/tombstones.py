@@ -2,7 +2,8 @@
 
 ``<root>/_tombstones/<conversation stem>.json`` lists each forgotten turn's passage id, the id its
 input gave it (``source_ref``: a retried forget of it is told it is already forgotten, and no later
-turn is given it again) and a keyed hash of its speaker, time and text. A conversation read for a build (``seem build``, the sensor,
+turn is given it again), a keyed hash of its speaker, time and text, and keyed hashes of its speaker
+and session alone (a retried forget by speaker or session is told it is done). A conversation read for a build (``seem build``, the sensor,
 the schedule, a backfill, ``Memory.add``) loses every turn that matches one of them, by passage id
 (the same input read again) or by content (the same turn moved to another session or line of an
 edited file), so a user's source file may keep the turn and it still never comes back. The hash is
@@ -38,6 +39,11 @@ class Tombstones:
     hashes: frozenset[str] = frozenset()
     key: bytes | None = None
     refs: frozenset[str] = frozenset()  # the input's ids of the forgotten turns (kept since tombstones had them)
+    named: frozenset[str] = frozenset()  # keyed hashes of their speakers and sessions (``named_hash``): a retry by them is told
+
+    def names(self, kind: str, value: str) -> bool:
+        """Whether a forgotten turn had this speaker or session (``kind``), by its keyed hash."""
+        return self.key is not None and named_hash(self.key, kind, value) in self.named
 
     def __bool__(self) -> bool:
         return bool(self.passage_ids or self.hashes)
@@ -53,6 +59,12 @@ class Tombstones:
 
 def path(root, conversation_id: str) -> UPath:
     return as_root(root) / FOLDER / f"{file_stem(conversation_id)}.json"
+
+
+def named_hash(key: bytes, kind: str, value: str) -> str:
+    """A keyed hash of a forgotten turn's speaker or session: a retried forget by it can be told it is
+    done, and no list of names can be read from the file."""
+    return hashlib.blake2b(json.dumps([kind, value], ensure_ascii=False).encode("utf-8"), key=key, digest_size=16).hexdigest()
 
 
 def turn_hash(key: bytes, speaker: str, timestamp: datetime, text: str) -> str:
@@ -89,7 +101,8 @@ def read(root, conversation_id: str) -> Tombstones:
     if not entries:
         return Tombstones()
     return Tombstones(frozenset(e["passage_id"] for e in entries), frozenset(e["hash"] for e in entries), _key(root, create=False),
-                      frozenset(e["source_ref"] for e in entries if e.get("source_ref") is not None))
+                      frozenset(e["source_ref"] for e in entries if e.get("source_ref") is not None),
+                      frozenset(h for e in entries for h in (e.get("speaker_hash"), e.get("session_hash")) if h is not None))
 
 
 def add(root, conversation_id: str, passages: pl.DataFrame) -> int:
@@ -99,9 +112,10 @@ def add(root, conversation_id: str, passages: pl.DataFrame) -> int:
         entries = _entries(root, conversation_id)
         known = {e["passage_id"] for e in entries}
         stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        columns = (Passages.passage_id, Passages.source_ref, Passages.speaker, Passages.timestamp, Passages.text)
-        new = [{"passage_id": pid, "source_ref": ref, "hash": turn_hash(key, s, t, x), "forgotten_at": stamp}
-               for pid, ref, s, t, x in passages.select(*columns).iter_rows() if pid not in known]
+        columns = (Passages.passage_id, Passages.source_ref, Passages.speaker, Passages.timestamp, Passages.text, Passages.session_id)
+        new = [{"passage_id": pid, "source_ref": ref, "hash": turn_hash(key, s, t, x), "speaker_hash": named_hash(key, "speaker", s),
+                "session_hash": named_hash(key, "session", session), "forgotten_at": stamp}
+               for pid, ref, s, t, x, session in passages.select(*columns).iter_rows() if pid not in known]
         if new:
             body = {"format": FORMAT, "conversation_id": conversation_id, "turns": entries + new}
             write_bytes_atomic(path(root, conversation_id), json.dumps(body, indent=1).encode())

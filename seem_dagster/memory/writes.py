@@ -225,7 +225,7 @@ class Writer:
                 return Forgotten(cid, 0, (), 0, build_id, time.perf_counter() - started, removed, tuple(warnings))
             stones = tombstones.read(self.store, cid)
             try:
-                rows = select(known, chosen, cid, already=stones.refs | stones.passage_ids)
+                rows = select(known, chosen, cid, already=stones.refs | stones.passage_ids, forgotten_name=stones.names)
             except ForgetError as err:
                 if not journal.is_pending(self.store, cid):
                     raise InvalidRequest(str(err)) from None
@@ -237,9 +237,10 @@ class Writer:
                 faults.point("forget.after_journal")
                 tombstones.add(self.store, cid, rows)
                 faults.point("forget.after_tombstones")
-            elif not journal.is_pending(self.store, cid):  # every turn it names was forgotten before, and that forget finished
-                return Forgotten(cid, 0, (), known.height, _published_build(self.store, cid), time.perf_counter() - started,
-                                 {}, (_already(again),), again)
+            elif not journal.is_pending(self.store, cid):  # nothing it names is left (a retry, a policy run again): no change
+                said = _already(again) if again else f"nothing to forget: no turn left matches {chosen.describe()}"
+                return Forgotten(cid, 0, (), published_rows(self.store, cid) or 0, _published_build(self.store, cid),
+                                 time.perf_counter() - started, {}, (said,), again)
             build_id, removed, warnings = self._finish(cid, rows[Passages.text].to_list())
         if again:
             warnings = [_already(again), *warnings]
@@ -445,16 +446,21 @@ def _already(refs: tuple[str, ...]) -> str:
 
 def _forgotten_before(root, cid: str, chosen) -> tuple[str, ...] | None:
     """What a forget of a conversation the store no longer holds names that an earlier forget removed
-    (its tombstones stay): every turn it names, or ("the whole conversation",); None when it names
-    anything else, or the store never held the conversation."""
+    (its tombstones stay): every turn it names, ("the whole conversation",), or what it asked for by
+    speaker, session or date; None when it names anything a forgotten turn did not have, or the
+    store never held the conversation."""
     stones = tombstones.read(root, cid)
     if not stones:
         return None
     if chosen.whole:
         return ("the whole conversation",)
-    if chosen.turns and set(chosen.turns) <= stones.refs | stones.passage_ids:
-        return tuple(chosen.turns)
-    return None
+    if chosen.turns and not set(chosen.turns) <= stones.refs | stones.passage_ids:
+        return None
+    if (chosen.speaker is not None and not stones.names("speaker", chosen.speaker)) or (
+            chosen.session_id is not None and not stones.names("session", chosen.session_id)):
+        return None
+    return tuple(chosen.turns) if chosen.turns and chosen.speaker is None and chosen.session_id is None and chosen.before is None \
+        else (f"every turn of {chosen.describe()}",)
 
 
 def _known(root, cid: str) -> bool:
