@@ -47,8 +47,17 @@ def test_no_path_taking_function_reads_a_planted_file(planted):
 
 def test_introspection_names_no_folder_of_the_server(planted):
     memory, root, home = planted
-    settings = memory.query("SELECT name, value FROM duckdb_settings()").frame
-    text = str(settings.to_dicts())
-    assert str(home) not in text and "/root" not in text and ".tmp" not in text
-    assert settings.filter(pl.col("name") == "temp_directory")["value"].item() == ""
-    assert settings.filter(pl.col("name") == "allowed_directories")["value"].item() == "[]"
+    for sql in ["SELECT name, value FROM duckdb_settings()", "SELECT current_setting('home_directory') AS h",
+                "SELECT * FROM (SELECT \"CURRENT_SETTING\"('allowed_paths') AS p)", "SELECT count(*) FROM main.duckdb_settings()"]:
+        with pytest.raises(SqlRefused, match=r"refused (current_setting|duckdb_settings)\(\): the server's settings"):
+            memory.query(sql)
+    for sql in ["SELECT * FROM duckdb_extensions()", "SELECT * FROM duckdb_temporary_files()", "SELECT * FROM duckdb_databases()"]:
+        try:
+            text = str(memory.query(sql).frame.to_dicts())
+        except SqlRefused as err:
+            text = str(err)
+        assert str(root) not in text and str(home) not in text and "/tmp" not in text, (sql, text)
+    # What the settings are (read past the guard, as the server would): nothing spills, no folder is allowed.
+    settings = dict(memory.con.execute("SELECT name, value FROM duckdb_settings()").fetchall())
+    assert settings["temp_directory"] == "" and settings["allowed_directories"] == "[]"
+    assert settings["home_directory"] == "." and str(home) not in str(settings)

@@ -45,7 +45,38 @@ def check_sql(con, sql: str, max_chars: int) -> str:
     kind = statements[0].type.name
     if kind != "SELECT":
         raise SqlRefused(f"refused {_WHAT.get(kind, kind)}: the memory is read-only, only one SELECT or WITH ... SELECT runs")
+    called = sorted(functions_called(con, sql) & SERVER_FUNCTIONS)
+    if called:
+        raise SqlRefused(f"refused {called[0]}(): the server's settings are not part of the memory")
     return sql
+
+
+# Functions that show the server's configuration (its working folder among the allowed paths).
+SERVER_FUNCTIONS = frozenset({"current_setting", "duckdb_settings"})
+
+
+def functions_called(con, sql: str) -> set[str]:
+    """Every function a SELECT names (scalar, aggregate, table), lower case, as DuckDB's own parser reads
+    it (``json_serialize_sql``). A statement the serializer cannot write out counts as calling every
+    server function when its text names one."""
+    import json
+
+    tree = json.loads(con.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0])
+    if tree.get("error"):
+        lowered = sql.lower()
+        return {name for name in SERVER_FUNCTIONS if name in lowered}
+    names: set[str] = set()
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            name = node.get("function_name")
+            if isinstance(name, str):
+                names.add(name.lower())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return names
 
 
 def first_line(err: BaseException) -> str:

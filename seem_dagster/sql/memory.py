@@ -11,13 +11,13 @@ DuckDB lets even a connection without external access read and list its temp dir
 ``allowed_directories``): with spilling on, one tenant's ``glob('.tmp/**')`` and ``read_blob`` read
 another's spill files. So nothing spills (``temp_directory`` empty: a query past ``memory_limit``
 fails with an out-of-memory error), and every folder DuckDB would name (home, secrets, extensions)
-is the worker's own empty folder, its working directory (``pool.Worker``): what introspection shows
-holds nothing and says nothing of the store, the server's folder or its user.
+is the worker's own empty folder, its working directory (``pool.Worker``), named relatively. The
+settings themselves (``current_setting``, ``duckdb_settings``) are refused by ``sql.guard``: they are
+the server's, not the memory's, and ``allowed_paths`` names the working folder.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Sequence
@@ -95,12 +95,12 @@ class SqlMemory:
         self.config = config
         self.conversations = loaded.conversations
         self.skipped = loaded.skipped
-        here = os.getcwd()  # the worker's private empty folder
+        # Relative to the working directory, the worker's private empty folder: no setting or error names a path.
         self.con = duckdb.connect(":memory:", config={
             "enable_external_access": False, "autoload_known_extensions": False, "autoinstall_known_extensions": False,
             "python_enable_replacements": False, "threads": config.threads, "memory_limit": f"{config.memory_limit_mb}MB",
-            "temp_directory": "", "allow_persistent_secrets": False, "home_directory": here,
-            "secret_directory": os.path.join(here, "secrets"), "extension_directory": os.path.join(here, "extensions"),
+            "temp_directory": "", "allow_persistent_secrets": False, "home_directory": ".",
+            "secret_directory": "./secrets", "extension_directory": "./extensions",
         })
         self.tables = loaded.tables
         for name, frame in loaded.tables.items():
