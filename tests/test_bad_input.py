@@ -345,6 +345,11 @@ def test_the_api_refuses_a_datetime_out_of_range_in_words(tmp_path):
     with Memory.open(tmp_path / "store") as memory:
         with pytest.raises(InvalidRequest, match="outside the supported dates"):
             memory.query("nobody", "Where?", date=datetime(9999, 12, 31))
+        for text in ("1899-01-01", "9999-12-31T10:00:00"):  # given as text: the same words, not "not an ISO date"
+            with pytest.raises(InvalidRequest, match="date: .*outside the supported dates"):
+                memory.query("nobody", "Where?", date=text)
+        with pytest.raises(InvalidRequest, match="the question must be text, got bytes"):
+            memory.query("nobody", b"Where?")
 
 
 @pytest.mark.parametrize("call", [lambda m: m.query("c1", "Where\ud800?"), lambda m: m.sql("SELECT '\udfff' AS x", "c1"),

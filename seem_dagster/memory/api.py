@@ -65,10 +65,12 @@ def _moment(value, name: str, *, whole_day: bool = False) -> datetime | None:
         return check_date(datetime.combine(value, day_time.max if whole_day else day_time.min), name)
     if not isinstance(value, str) or len(value) > 40:
         raise InvalidRequest(f"{name} must be an ISO date (YYYY-MM-DD) or date-time, got {type(value).__name__}")
-    try:
-        from seem_dagster.ingest.dates import parse_iso
+    from seem_dagster.ingest.dates import DateOutOfRange, parse_iso
 
+    try:
         moment = parse_iso(value)
+    except DateOutOfRange as err:
+        raise InvalidRequest(f"{name}: {err}") from None
     except ValueError:
         raise InvalidRequest(f"{name} {value!r} is not an ISO date (YYYY-MM-DD)") from None
     if whole_day and len(value.strip()) == 10:
@@ -217,7 +219,9 @@ class Memory:
         from seem_dagster import backends
         from seem_dagster.retrieval.answer import ask
 
-        if not isinstance(question, str) or not question.strip():
+        if not isinstance(question, str):
+            raise InvalidRequest(f"the question must be text, got {type(question).__name__}")
+        if not question.strip():
             raise InvalidRequest("the question is empty")
         check_text(question, "question")
         if len(question) > MAX_QUESTION_CHARS:

@@ -27,7 +27,9 @@ def check_conversation_id(conversation_id: object) -> str:
         )
     bad = [c for c in conversation_id if unicodedata.category(c) in ("Cc", "Cf", "Cs", "Co", "Cn")]
     if bad:
-        raise InvalidConversationId(f"conversation id contains control character {bad[0]!r}")
+        kind = {"Cs": "a lone surrogate (no text)", "Co": "a private-use character", "Cn": "an unassigned code point",
+                "Cf": "a format character"}.get(unicodedata.category(bad[0]), "control character")
+        raise InvalidConversationId(f"conversation id contains {kind} {bad[0]!r}")
     if "..." in conversation_id:  # Dagster reserves "..." inside partition keys
         raise InvalidConversationId("conversation id contains '...'")
     return conversation_id
