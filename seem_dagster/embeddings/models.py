@@ -14,6 +14,8 @@ from typing import Protocol
 
 import numpy as np
 
+from seem_dagster.embeddings.reproducible import strict_mkl
+
 
 class Embedder(Protocol):
     name: str
@@ -62,6 +64,7 @@ class MiniLMEmbedder:
         # Belt and braces: the model is a local folder, and no hub call may happen even by accident.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        strict_mkl()  # before the model's first product: a text's vector is the same in any batch
         from transformers import AutoModel, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
