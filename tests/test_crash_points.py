@@ -14,8 +14,10 @@ Each case is a real process forked from a warmed one (tests/crash_zygote.py), ki
 SIGKILL, on a copy of a store and a Dagster home built once for the module.
 
 `make test` runs every point of an add and of a forget, with the table points of a build sampled
-(the ingest's table before and after, then each table's after); SEEM_CRASH_EVERY_TABLE_POINT=1 runs
-both points of every table.
+(the ingest's table before and after, then each table's after). The sample reaches every state a
+build leaves on disk: a table's "before" is the "after" of the table written before it, as nothing
+of the store is written between two steps. SEEM_CRASH_EVERY_TABLE_POINT=1 runs both points of every
+table anyway.
 """
 
 from __future__ import annotations
