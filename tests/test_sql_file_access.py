@@ -51,6 +51,10 @@ def test_introspection_names_no_folder_of_the_server(planted):
                 "SELECT * FROM (SELECT \"CURRENT_SETTING\"('allowed_paths') AS p)", "SELECT count(*) FROM main.duckdb_settings()"]:
         with pytest.raises(SqlRefused, match=r"refused (current_setting|duckdb_settings)\(\): the server's settings"):
             memory.query(sql)
+    for sql in ["SELECT name, value FROM query('SELECT * FROM duck' || 'db_settings()')", "SELECT * FROM query_table('passages')",
+                "SELECT * FROM query('SELECT current_setting(''home_directory'') AS h')"]:
+        with pytest.raises(SqlRefused, match=r"refused query(_table)?\(\): SQL made from text"):
+            memory.query(sql)
     for sql in ["SELECT * FROM duckdb_extensions()", "SELECT * FROM duckdb_temporary_files()", "SELECT * FROM duckdb_databases()"]:
         try:
             text = str(memory.query(sql).frame.to_dicts())
