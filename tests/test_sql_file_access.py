@@ -51,6 +51,13 @@ def test_introspection_names_no_folder_of_the_server(planted):
                 "SELECT * FROM (SELECT \"CURRENT_SETTING\"('allowed_paths') AS p)", "SELECT count(*) FROM main.duckdb_settings()"]:
         with pytest.raises(SqlRefused, match=r"refused (current_setting|duckdb_settings)\(\): the server's settings"):
             memory.query(sql)
+    for sql in ["SHOW allowed_paths", "SELECT * FROM (SHOW allowed_paths)", "SELECT unnest(allowed_paths) FROM (SHOW \"allowed_paths\")"]:
+        with pytest.raises(SqlRefused, match="refused SHOW of a setting"):
+            memory.query(sql)
+    assert memory.query("SELECT * FROM (DESCRIBE passages)").frame.height == 1  # describing the memory's views stays
+    for sql in ["SELECT * FROM histogram_values('pass' || 'ages', text)", "SELECT * FROM duckdb_profiling_settings()"]:
+        with pytest.raises(SqlRefused, match="refused"):
+            memory.query(sql)
     for sql in ["SELECT name, value FROM query('SELECT * FROM duck' || 'db_settings()')", "SELECT * FROM query_table('passages')",
                 "SELECT * FROM query('SELECT current_setting(''home_directory'') AS h')"]:
         with pytest.raises(SqlRefused, match=r"refused query(_table)?\(\): SQL made from text"):
@@ -65,3 +72,16 @@ def test_introspection_names_no_folder_of_the_server(planted):
     settings = dict(memory.con.execute("SELECT name, value FROM duckdb_settings()").fetchall())
     assert settings["temp_directory"] == "" and settings["allowed_directories"] == "[]"
     assert settings["home_directory"] == "." and str(home) not in str(settings)
+    assert settings["allowed_paths"] == "[]" and "/" not in str(settings.get("allowed_paths"))
+
+
+def test_the_databases_own_file_names_read_nothing(planted):
+    """DuckDB allowed ':memory:', ':memory:.wal', ... under the working folder by default: planted there,
+    they were readable by any query, and an error on them named the folder."""
+    memory, root, _ = planted
+    for name in (":memory:", ":memory:.wal", ":memory:.wal.checkpoint", ":memory:.wal.recovery"):
+        (root / name).write_text(f"word\n{CANARY}\n")
+        for sql in [f"SELECT * FROM read_text('{name}')", f"SELECT * FROM read_blob('{name}')", f"SELECT * FROM read_duckdb('{name}')"]:
+            with pytest.raises(SqlRefused) as refused:
+                memory.query(sql)
+            assert CANARY not in str(refused.value) and str(root) not in str(refused.value)

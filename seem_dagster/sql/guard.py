@@ -52,13 +52,18 @@ def check_sql(con, sql: str, max_chars: int) -> str:
     server = sorted(called & SERVER_FUNCTIONS)
     if server:
         raise SqlRefused(f"refused {server[0]}(): the server's settings are not part of the memory")
+    if SHOW_SETTING in called:
+        raise SqlRefused("refused SHOW of a setting: the server's settings are not part of the memory")
     return sql
 
 
-# Functions that show the server's configuration (its working folder among the allowed paths).
-SERVER_FUNCTIONS = frozenset({"current_setting", "duckdb_settings"})
-# Table functions that run SQL given as text (built with || at run time, it is out of the check's reach).
-DYNAMIC_SQL = frozenset({"query", "query_table", "json_execute_serialized_sql"})
+# Functions that show the server's configuration (its folders, once, among the allowed paths), and the
+# system macro that calls one of them.
+SERVER_FUNCTIONS = frozenset({"current_setting", "duckdb_settings", "duckdb_profiling_settings"})
+# Table functions that run SQL, or read a table, named by text (built with || at run time, it is out of
+# the check's reach), and the system macro that calls one.
+DYNAMIC_SQL = frozenset({"query", "query_table", "json_execute_serialized_sql", "histogram_values"})
+SHOW_SETTING = " show setting"  # what ``functions_called`` reports for ``SHOW name`` (DESCRIBE, SUMMARIZE stay)
 
 
 def functions_called(con, sql: str) -> set[str]:
@@ -70,7 +75,7 @@ def functions_called(con, sql: str) -> set[str]:
     tree = json.loads(con.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0])
     if tree.get("error"):
         lowered = sql.lower()
-        return {name for name in SERVER_FUNCTIONS | DYNAMIC_SQL if name in lowered}
+        return {name for name in SERVER_FUNCTIONS | DYNAMIC_SQL if name in lowered} | ({SHOW_SETTING} if "show" in lowered else set())
     names: set[str] = set()
     stack = [tree]
     while stack:
@@ -79,6 +84,8 @@ def functions_called(con, sql: str) -> set[str]:
             name = node.get("function_name")
             if isinstance(name, str):
                 names.add(name.lower())
+            if node.get("type") == "SHOW_REF" and node.get("show_type") == "SHOW":
+                names.add(SHOW_SETTING)
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)

@@ -97,11 +97,16 @@ class SqlMemory:
         self.skipped = loaded.skipped
         # Relative to the working directory, the worker's private empty folder: no setting or error names a path.
         self.con = duckdb.connect(":memory:", config={
-            "enable_external_access": False, "autoload_known_extensions": False, "autoinstall_known_extensions": False,
+            "autoload_known_extensions": False, "autoinstall_known_extensions": False,
             "python_enable_replacements": False, "threads": config.threads, "memory_limit": f"{config.memory_limit_mb}MB",
             "temp_directory": "", "allow_persistent_secrets": False, "home_directory": ".",
             "secret_directory": "./secrets", "extension_directory": "./extensions",
         })
+        # DuckDB allows the database's own files (":memory:", ":memory:.wal", ... under the working folder,
+        # by their absolute paths): readable by any query, and shown by SHOW allowed_paths. The list can
+        # only be emptied while external access is on, so it is emptied first, before any SQL of a caller.
+        self.con.execute("SET allowed_paths = []")
+        self.con.execute("SET enable_external_access = false")
         self.tables = loaded.tables
         for name, frame in loaded.tables.items():
             self.con.register(name, frame.to_arrow())
