@@ -79,7 +79,7 @@ def test_hostile_calls_are_tool_errors_with_one_line_and_the_server_keeps_servin
     *refused, (ok_error, ok_text) = results
     assert all(error for error, _ in refused), refused
     texts = [text for _, text in refused]
-    assert "refused COPY" in texts[0] and "Permission Error" in texts[1] and "only one statement may run" in texts[2]
+    assert "refused COPY" in texts[0] and "refused read_csv()" in texts[1] and "only one statement may run" in texts[2]
     assert "is not in this store" in texts[3]
     assert "200" in texts[4]  # the argument's limit, from the tool's schema
     assert "as_of 'last spring' is not an ISO date" in texts[5]

@@ -54,7 +54,23 @@ def check_sql(con, sql: str, max_chars: int) -> str:
         raise SqlRefused(f"refused {server[0]}(): the server's settings are not part of the memory")
     if SHOW_SETTING in called:
         raise SqlRefused("refused SHOW of a setting: the server's settings are not part of the memory")
+    other = sorted(name[len(TABLE_FUNCTION):] for name in called if name.startswith(TABLE_FUNCTION)
+                   and name[len(TABLE_FUNCTION):] not in TABLE_FUNCTIONS)
+    if other:
+        raise SqlRefused(f"refused {other[0]}(): a query reads the memory's views; the table functions offered are "
+                         f"{', '.join(sorted(TABLE_FUNCTIONS))}")
     return sql
+
+
+# The table functions (FROM f(...)) a query may call: generators and the catalog of the memory's own
+# views. Every other (files, settings, SQL run from text, extensions' scans) is refused by name, so a
+# function a newer DuckDB adds is refused until it is looked at.
+TABLE_FUNCTIONS = frozenset({
+    "range", "generate_series", "unnest", "test_all_types", "properties_on", "duckdb_tables", "duckdb_views",
+    "duckdb_columns", "duckdb_functions", "duckdb_types", "duckdb_keywords", "duckdb_schemas", "duckdb_macros",
+    "duckdb_constraints", "duckdb_indexes", "duckdb_sequences", "duckdb_dependencies",
+})
+TABLE_FUNCTION = " table "  # the prefix ``functions_called`` gives a FROM-clause function's name
 
 
 # Functions that show the server's configuration (its folders, once, among the allowed paths), and the
@@ -67,15 +83,14 @@ SHOW_SETTING = " show setting"  # what ``functions_called`` reports for ``SHOW n
 
 
 def functions_called(con, sql: str) -> set[str]:
-    """Every function a SELECT names (scalar, aggregate, table), lower case, as DuckDB's own parser reads
-    it (``json_serialize_sql``). A statement the serializer cannot write out counts as calling every
-    server function when its text names one."""
+    """Every function a SELECT names (scalar, aggregate, table; a table function also as
+    ``TABLE_FUNCTION + name``), lower case, as DuckDB's own parser reads it (``json_serialize_sql``).
+    A statement it cannot write out is refused: what it calls cannot be known."""
     import json
 
     tree = json.loads(con.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0])
     if tree.get("error"):
-        lowered = sql.lower()
-        return {name for name in SERVER_FUNCTIONS | DYNAMIC_SQL if name in lowered} | ({SHOW_SETTING} if "show" in lowered else set())
+        raise SqlRefused(f"refused: this SELECT cannot be checked ({str(tree.get('error_message', ''))[:120]}); write it plainly")
     names: set[str] = set()
     stack = [tree]
     while stack:
@@ -86,6 +101,8 @@ def functions_called(con, sql: str) -> set[str]:
                 names.add(name.lower())
             if node.get("type") == "SHOW_REF" and node.get("show_type") == "SHOW":
                 names.add(SHOW_SETTING)
+            if node.get("type") == "TABLE_FUNCTION" and isinstance(node.get("function"), dict):
+                names.add(TABLE_FUNCTION + str(node["function"].get("function_name", "")).lower())
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)
