@@ -85,3 +85,24 @@ def test_the_databases_own_file_names_read_nothing(planted):
             with pytest.raises(SqlRefused) as refused:
                 memory.query(sql)
             assert CANARY not in str(refused.value) and str(root) not in str(refused.value)
+
+
+def test_system_views_are_refused_and_the_memorys_own_views_and_ctes_read(planted):
+    """DuckDB's system views (pg_settings runs duckdb_settings()) are tables by name, out of a function
+    check's sight: a query names the memory's views and its own WITH tables, nothing else."""
+    memory, _, _ = planted
+    for sql in ["SELECT * FROM pg_settings", "SELECT * FROM pg_catalog.pg_settings", "SELECT * FROM system.main.duckdb_databases",
+                "SELECT * FROM duckdb_logs", "SELECT * FROM pg_prepared_statements", "SELECT (SELECT setting FROM pg_settings LIMIT 1)",
+                "WITH t AS (SELECT 1) SELECT * FROM t, other.main.passages"]:
+        with pytest.raises(SqlRefused, match="and its own WITH tables, nothing else"):
+            memory.query(sql)
+    assert memory.query("WITH t AS (SELECT text FROM main.passages) SELECT * FROM t, passages p").frame.height == 1
+
+
+@pytest.mark.parametrize("sql", ["SELECT 1" + "+1" * 499, "SELECT " + "NOT " * 500 + "true", "SELECT " + "[" * 63 + "1" + "]" * 63,
+                                 "SELECT " + "{'a':" * 63 + "1" + "}" * 63, "SELECT '\ud800'"])
+def test_sql_too_deep_or_no_text_is_refused_in_one_line(planted, sql):
+    memory, _, _ = planted
+    with pytest.raises(SqlRefused) as refused:
+        memory.query(sql)
+    assert "\n" not in str(refused.value)

@@ -26,12 +26,17 @@ _WHAT = {
 }
 
 
-def check_sql(con, sql: str, max_chars: int) -> str:
-    """The statement to run, or SqlRefused. ``con`` is a DuckDB connection (its parser decides)."""
+def check_sql(con, sql: str, max_chars: int, views: frozenset[str] = frozenset()) -> str:
+    """The statement to run, or SqlRefused. ``con`` is a DuckDB connection (its parser decides);
+    ``views``: the tables a query may name (the memory's views; its own CTEs besides)."""
     import duckdb
+
+    from seem_dagster.ingest.errors import text_problem
 
     if not isinstance(sql, str) or not sql.strip():
         raise SqlRefused("no SQL given: send one SELECT statement")
+    if text_problem(sql) is not None:
+        raise SqlRefused(f"the SQL is no text: {text_problem(sql)}")
     if len(sql) > max_chars:
         raise SqlRefused(f"SQL of {len(sql)} characters is over the limit of {max_chars} (sql.max_chars)")
     try:
@@ -59,6 +64,14 @@ def check_sql(con, sql: str, max_chars: int) -> str:
     if other:
         raise SqlRefused(f"refused {other[0]}(): a query reads the memory's views; the table functions offered are "
                          f"{', '.join(sorted(TABLE_FUNCTIONS))}")
+    ctes = {name[len(CTE):] for name in called if name.startswith(CTE)}
+    for name in sorted(n[len(BASE_TABLE):] for n in called if n.startswith(BASE_TABLE)):
+        catalog, schema, table = name.split("\x00")
+        own = table in views and catalog in ("", "memory") and schema in ("", "main")
+        if not own and not (table in ctes and not catalog and not schema):
+            shown = ".".join(p for p in (catalog, schema, table) if p)
+            raise SqlRefused(f"refused {shown[:80]!r}: a query reads the memory's views ({', '.join(sorted(views)) or 'none'}) "
+                             "and its own WITH tables, nothing else (no system view, file or variable)")
     return sql
 
 
@@ -80,6 +93,9 @@ SERVER_FUNCTIONS = frozenset({"current_setting", "duckdb_settings", "duckdb_prof
 # the check's reach), and the system macro that calls one.
 DYNAMIC_SQL = frozenset({"query", "query_table", "json_execute_serialized_sql", "histogram_values"})
 SHOW_SETTING = " show setting"  # what ``functions_called`` reports for ``SHOW name`` (DESCRIBE, SUMMARIZE stay)
+# What ``functions_called`` reports for a table named in FROM ("catalog\0schema\0name", lower case; a
+# system view such as pg_settings is one, and runs the functions refused above) and for a WITH name.
+BASE_TABLE, CTE = " base ", " cte "
 
 
 def functions_called(con, sql: str) -> set[str]:
@@ -88,7 +104,10 @@ def functions_called(con, sql: str) -> set[str]:
     A statement it cannot write out is refused: what it calls cannot be known."""
     import json
 
-    tree = json.loads(con.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0])
+    try:
+        tree = json.loads(con.execute("SELECT json_serialize_sql(?)", [sql]).fetchall()[0][0])
+    except RecursionError:  # DuckDB's parser allows more depth than Python's JSON reader
+        raise SqlRefused("refused: the SQL is nested too deeply to be checked") from None
     if tree.get("error"):
         raise SqlRefused(f"refused: this SELECT cannot be checked ({str(tree.get('error_message', ''))[:120]}); write it plainly")
     names: set[str] = set()
@@ -103,6 +122,10 @@ def functions_called(con, sql: str) -> set[str]:
                 names.add(SHOW_SETTING)
             if node.get("type") == "TABLE_FUNCTION" and isinstance(node.get("function"), dict):
                 names.add(TABLE_FUNCTION + str(node["function"].get("function_name", "")).lower())
+            if node.get("type") == "BASE_TABLE":
+                names.add(BASE_TABLE + "\x00".join(str(node.get(k) or "").lower() for k in ("catalog_name", "schema_name", "table_name")))
+            if isinstance(node.get("cte_map"), dict):
+                names |= {CTE + str(entry.get("key", "")).lower() for entry in node["cte_map"].get("map", []) if isinstance(entry, dict)}
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)

@@ -149,8 +149,9 @@ class SqlMemory:
     def query(self, sql: str) -> SqlResult:
         """Run one SELECT; SqlRefused (one line) for anything refused, failing or over the time limit."""
         import duckdb
+        import pyarrow as pa
 
-        sql = check_sql(self.con, sql, self.config.max_chars)
+        sql = check_sql(self.con, sql, self.config.max_chars, frozenset(name.lower() for name in self.tables))
         timer = threading.Timer(self.config.timeout_s, self.con.interrupt)
         started = time.perf_counter()
         timer.start()
@@ -164,6 +165,8 @@ class SqlMemory:
                 rel = rel.project(", ".join(f"CAST({_quoted(c)} AS VARCHAR) AS {_quoted(c)}" if c in odd else _quoted(c)
                                             for c in rel.columns))
             table = rel.limit(self.config.max_rows + 1).to_arrow_table()
+        except pa.ArrowException as err:  # a value Arrow cannot carry (a struct nested past its limit): one line
+            raise SqlRefused(f"the result cannot be returned: {first_line(err)}") from None
         except duckdb.InterruptException:
             raise SqlRefused(f"query stopped after the time limit of {self.config.timeout_s:g} s (sql.timeout_s)") from None
         except duckdb.PermissionException as err:
