@@ -65,6 +65,11 @@ def check_sql(con, sql: str, max_chars: int, views: frozenset[str] = frozenset()
         raise SqlRefused(f"refused {other[0]}(): a query reads the memory's views; the table functions offered are "
                          f"{', '.join(sorted(TABLE_FUNCTIONS))}")
     ctes = {name[len(CTE):] for name in called if name.startswith(CTE)}
+    # A WITH name is in scope only where it is defined: one that is also a system view's would let the
+    # view itself through elsewhere in the query (``(WITH pg_settings AS ...), pg_settings``).
+    taken = sorted(ctes & (catalog_names(con) - views))
+    if taken:
+        raise SqlRefused(f"refused WITH {taken[0][:80]}: a WITH table may not take the name of one of DuckDB's own views")
     for name in sorted(n[len(BASE_TABLE):] for n in called if n.startswith(BASE_TABLE)):
         catalog, schema, table = name.split("\x00")
         own = table in views and catalog in ("", "memory") and schema in ("", "main")
@@ -96,6 +101,12 @@ SHOW_SETTING = " show setting"  # what ``functions_called`` reports for ``SHOW n
 # What ``functions_called`` reports for a table named in FROM ("catalog\0schema\0name", lower case; a
 # system view such as pg_settings is one, and runs the functions refused above) and for a WITH name.
 BASE_TABLE, CTE = " base ", " cte "
+
+
+def catalog_names(con) -> set[str]:
+    """The names of every table and view the connection's catalog holds, DuckDB's own included (lower case)."""
+    rows = con.execute("SELECT view_name FROM duckdb_views() UNION SELECT table_name FROM duckdb_tables()").fetchall()
+    return {str(name).lower() for (name,) in rows}
 
 
 def functions_called(con, sql: str) -> set[str]:
