@@ -36,6 +36,14 @@ def test_dates_beyond_python_come_back_as_text_and_the_rest_as_dates(memory):
         assert "infinity" in render(result, fmt, 100)
 
 
+@pytest.mark.parametrize("sql", ["SELECT {'a': INTERVAL 1 DAY} AS s", "SELECT MAP {'a': INTERVAL 1 DAY} AS s",
+                                 "SELECT {'a': [INTERVAL 1 DAY]} AS s", "SELECT {'a': union_value(k := 1)} AS s",
+                                 "SELECT [{'a': union_value(k := 1)}] AS s"])
+def test_types_polars_cannot_take_at_any_depth_come_back_as_text(memory, sql):
+    row = memory.query(sql).frame.rows()[0]  # panicked in pl.from_arrow before
+    assert isinstance(row[0], str)
+
+
 def test_a_table_of_every_type_renders(memory):
     result = memory.query("SELECT * FROM test_all_types()")
     assert result.frame.height == 3 and len(result.frame.to_dicts()) == 3

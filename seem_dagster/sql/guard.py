@@ -9,6 +9,8 @@ SELECT) fails at binding: the views are over Arrow data, and there is no base ta
 
 from __future__ import annotations
 
+import re
+
 
 class SqlRefused(ValueError):
     """The SQL was refused or failed: the message is one line meant for the person or agent that sent it."""
@@ -67,12 +69,13 @@ def check_sql(con, sql: str, max_chars: int, views: frozenset[str] = frozenset()
     ctes = {name[len(CTE):] for name in called if name.startswith(CTE)}
     # A WITH name is in scope only where it is defined: one that is also a system view's would let the
     # view itself through elsewhere in the query (``(WITH pg_settings AS ...), pg_settings``).
-    taken = sorted(ctes & (catalog_names(con) - views))
+    taken = sorted(ctes & (catalog_names(con) - views)) or sorted(c for c in ctes if not re.fullmatch(r"[^\W\d]\w*", c))
     if taken:
-        raise SqlRefused(f"refused WITH {taken[0][:80]}: a WITH table may not take the name of one of DuckDB's own views")
+        raise SqlRefused(f"refused WITH {taken[0][:80]!r}: a WITH table's name is a plain word, not one of DuckDB's own "
+                         "views (in another scope the name would read the view, or a file)")
     for name in sorted(n[len(BASE_TABLE):] for n in called if n.startswith(BASE_TABLE)):
         catalog, schema, table = name.split("\x00")
-        own = table in views and catalog in ("", "memory") and schema in ("", "main")
+        own = table in views and catalog in ("", "temp") and schema in ("", "main")
         if not own and not (table in ctes and not catalog and not schema):
             shown = ".".join(p for p in (catalog, schema, table) if p)
             raise SqlRefused(f"refused {shown[:80]!r}: a query reads the memory's views ({', '.join(sorted(views)) or 'none'}) "

@@ -18,6 +18,7 @@ the server's, not the memory's, and ``allowed_paths`` names the working folder.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -160,7 +161,8 @@ class SqlMemory:
             if rel is None:  # pragma: no cover (the guard lets only queries through)
                 raise SqlRefused("the statement returned no rows: only one SELECT runs")
             types = [str(t) for t in rel.types]
-            odd = [c for c, t in zip(rel.columns, types) if t.split("(")[0].split("[")[0] in AS_TEXT]
+            # at any depth: polars panics on an interval or a union inside a struct, a list or a map
+            odd = [c for c, t in zip(rel.columns, types) if AS_TEXT & set(re.findall(r"[A-Z]+", t))]
             if odd:  # types a table, CSV or JSON cannot hold as they are: their text (the type stays in ``types``)
                 rel = rel.project(", ".join(f"CAST({_quoted(c)} AS VARCHAR) AS {_quoted(c)}" if c in odd else _quoted(c)
                                             for c in rel.columns))
@@ -180,7 +182,12 @@ class SqlMemory:
             table = self.con.from_arrow(table).project(", ".join(
                 f"CAST({_quoted(c)} AS VARCHAR) AS {_quoted(c)}" if c in beyond else _quoted(c) for c in table.column_names)).to_arrow_table()
         seconds = time.perf_counter() - started
-        frame = pl.from_arrow(table)
+        try:
+            frame = pl.from_arrow(table)
+        except BaseException as err:  # polars panics (a BaseException) on an Arrow type it does not take
+            if type(err).__name__ != "PanicException":
+                raise
+            raise SqlRefused(f"the result holds a type that cannot be returned: {first_line(err)[:160]}; cast it to text") from None
         truncated = frame.height > self.config.max_rows
         return SqlResult(frame.head(self.config.max_rows), types, truncated, seconds, dict(self.skipped))
 
