@@ -712,5 +712,26 @@ OBJECT_STORE_HINT = ("S3 credentials come from the environment only: AWS_ACCESS_
                      "AWS_PROFILE; AWS_ENDPOINT_URL for an S3-compatible server")
 
 
+def run() -> None:
+    """The ``seem`` command: ``main``, then the process ends without the C++ runtime's teardown.
+
+    Every write is durable (fsynced, published) before ``main`` returns. What is left at interpreter
+    exit is the native libraries' static destructors, and Arrow's thread pool can abort there when a
+    Parquet worker thread is still winding down ("terminate called without an active exception",
+    exit -6: apache/arrow#34314), seen once in CI after a build had printed its result. So the exit
+    handlers Python would run (logging, temporary folders, multiprocessing's children, Dagster's
+    instance) run here, the output is flushed, and the process ends with ``os._exit``."""
+    import atexit
+
+    code = main()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, ValueError):  # a reader that went away, or a stream already closed
+            code = code or 141
+    os._exit(0 if code is None else code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -257,3 +257,24 @@ def test_item10_a_generated_ref_clash_names_the_line_with_the_id(tmp_path, capsy
     write_jsonl(path, rows)
     assert run_build(path, tmp_path / "store") == EXIT_INPUT
     assert f"{path}: line 1: field 'id': 's1:1' is also the source ref generated for line 2" in one_line_error(capsys)
+
+
+def test_the_seem_command_runs_its_exit_handlers_and_ends_without_the_native_teardown(tmp_path):
+    """`seem` ends with os._exit after Python's exit handlers (Arrow's thread pool can abort in the C++
+    teardown after the work is done): a handler still runs, output still arrives, codes still hold."""
+    script = textwrap.dedent("""
+        import atexit, sys, threading
+        from seem_dagster import cli
+        atexit.register(lambda: print("handler ran", flush=True))
+        # A non-daemon thread Python would wait for at exit: os._exit must not hang on it, and it must not be needed.
+        threading.Thread(target=lambda: None).start()
+        sys.argv = ["seem", *sys.argv[1:]]
+        cli.run()
+        print("not reached")
+    """)
+    shown = subprocess.run([sys.executable, "-c", script, "config", "show", "--format", "json"], capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0 and json.loads(shown.stdout.rsplit("handler ran", 1)[0])["store"]
+    assert shown.stdout.rstrip().endswith("handler ran") and "not reached" not in shown.stdout
+    refused = subprocess.run([sys.executable, "-c", script, "query", "--store", str(tmp_path), "--conversation", "nobody", "hi"],
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == EXIT_INPUT and "no memory of conversation 'nobody'" in refused.stderr and "handler ran" in refused.stdout
