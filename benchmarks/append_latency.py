@@ -8,7 +8,9 @@ For each size a fresh store gets that many user turns of LongMemEval haystacks i
 each single add a `Memory.search` for the turn's own words is timed and must rank it in the top 10
 (searchable on return). The floor is `Memory.encode` of the same text in the same run: parsing and
 embedding it, the work a turn needs before it is linked. Figures: p50 and p95 of the single adds, the
-session add, the search after an add, and the add's ratio to the floor.
+session add, the search after an add, and the add's ratio to the floor. The same memory then takes
+``--adds`` more single turns through the build job (``store.append`` off), the baseline, in the same
+process; ``commits`` says how many adds were appended.
 
 Issue 55's goals: p50 <= 100 ms and p95 <= 300 ms into 2,500 and 25,000-turn memories, within 3x the
 floor, and the 25,000-turn p50 at most 1.5x the 250-turn p50.
@@ -50,35 +52,49 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def one_size(size: int, adds: int, session: int, data: Path) -> dict:
-    turns = user_turns(data, size + adds + session)
-    memory_turns, singles, batch = turns[:size], turns[size:size + adds], turns[size + adds:]
+def singles_into(memory, singles: list[dict], last: datetime, tag: str) -> dict:
+    """``singles`` added one `add` each, timed with the floor and the search after each."""
+    add_s, search_s, floor_s, found, commits = [], [], [], 0, 0
+    for n, turn in enumerate(singles):
+        turn = {**turn, "timestamp": (last + timedelta(hours=n + 1)).isoformat(timespec="seconds"), "id": f"{tag}-{n}"}
+        started = time.perf_counter()
+        memory.encode(CID, turn["text"])
+        floor_s.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        done = memory.add(CID, [turn])
+        add_s.append(time.perf_counter() - started)
+        commits += done.commit is not None
+        started = time.perf_counter()
+        hits = memory.search(CID, turn["text"][:300], k=10)
+        search_s.append(time.perf_counter() - started)
+        found += any(h.source_ref == f"{tag}-{n}" for h in hits)
+    return {"add_p50": pct(add_s, 0.5), "add_p95": pct(add_s, 0.95), "floor_p50": pct(floor_s, 0.5), "search_p50": pct(search_s, 0.5),
+            "found": found, "adds": len(singles), "commits": commits, "ratio": statistics.median(a / f for a, f in zip(add_s, floor_s))}
+
+
+def one_size(size: int, adds: int, session: int, data: Path, baseline: bool) -> list[dict]:
+    turns = user_turns(data, size + 2 * adds + session)
+    memory_turns, singles, built, batch = turns[:size], turns[size:size + adds], turns[size + adds:size + 2 * adds], turns[size + 2 * adds:]
     last = datetime.fromisoformat(memory_turns[-1]["timestamp"])
-    with tempfile.TemporaryDirectory(prefix="seem-append-") as store, Memory.open(store) as memory:
-        started = time.perf_counter()
-        memory.add(CID, memory_turns)
-        bulk = time.perf_counter() - started
-        add_s, search_s, floor_s, found = [], [], [], 0
-        for n, turn in enumerate(singles):
-            turn = {**turn, "timestamp": (last + timedelta(hours=n + 1)).isoformat(timespec="seconds"), "id": f"live-{n}"}
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="seem-append-") as store:
+        with Memory.open(store) as memory:
             started = time.perf_counter()
-            memory.encode(CID, turn["text"])
-            floor_s.append(time.perf_counter() - started)
+            memory.add(CID, memory_turns)
+            bulk = time.perf_counter() - started
+            memory.warm(writes=True)
+            rows.append({"size": size, "mode": "append", "bulk_s": bulk, **singles_into(memory, singles, last, "live")})
+            stamp = last + timedelta(days=1)
+            batch = [{**t, "timestamp": (stamp + timedelta(minutes=i)).isoformat(timespec="seconds")} for i, t in enumerate(batch)]
             started = time.perf_counter()
-            memory.add(CID, [turn])
-            add_s.append(time.perf_counter() - started)
-            started = time.perf_counter()
-            hits = memory.search(CID, turn["text"][:300], k=10)
-            search_s.append(time.perf_counter() - started)
-            found += any(h.source_ref == f"live-{n}" for h in hits)
-        stamp = last + timedelta(days=1)
-        batch = [{**t, "timestamp": (stamp + timedelta(minutes=i)).isoformat(timespec="seconds")} for i, t in enumerate(batch)]
-        started = time.perf_counter()
-        memory.add(CID, batch)
-        session_s = time.perf_counter() - started
-    return {"size": size, "bulk_s": bulk, "add_p50": pct(add_s, 0.5), "add_p95": pct(add_s, 0.95), "floor_p50": pct(floor_s, 0.5),
-            "session_s": session_s, "search_p50": pct(search_s, 0.5), "found": found, "adds": len(singles),
-            "ratio": statistics.median(a / f for a, f in zip(add_s, floor_s))}
+            memory.add(CID, batch)
+            rows[-1]["session_s"] = time.perf_counter() - started
+        if baseline:  # the same memory, each add a run of the build job (store.append off), in this process
+            with Memory.open(store, **{"store.append": False}) as memory:
+                later = last + timedelta(days=2)
+                rows.append({"size": size, "mode": "build job", "bulk_s": bulk, "session_s": float("nan"),
+                             **singles_into(memory, built, later, "built")})
+    return rows
 
 
 def main() -> None:
@@ -86,18 +102,23 @@ def main() -> None:
     parser.add_argument("--sizes", default="250,2500", help="memory sizes in user turns, comma-separated")
     parser.add_argument("--adds", type=int, default=5, help="single-turn adds per size")
     parser.add_argument("--session", type=int, default=10, help="turns of the one session added in one call")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the adds through the build job")
     parser.add_argument("--data", type=Path, default=DATA)
     args = parser.parse_args()
-    rows = [one_size(int(s), args.adds, args.session, args.data) for s in args.sizes.split(",")]
-    print(f"{'memory':>8} {'bulk add':>9} {'add p50':>9} {'add p95':>9} {'floor p50':>10} {'add/floor':>10} "
-          f"{'session':>9} {'search p50':>11} {'searchable':>11}")
+    rows = [r for s in args.sizes.split(",") for r in one_size(int(s), args.adds, args.session, args.data, not args.no_baseline)]
+    print(f"{'memory':>8} {'mode':>10} {'bulk add':>9} {'add p50':>9} {'add p95':>9} {'floor p50':>10} {'add/floor':>10} "
+          f"{'session':>9} {'search p50':>11} {'searchable':>11} {'commits':>8}")
     for r in rows:
-        print(f"{r['size']:>8} {r['bulk_s']:>8.1f}s {r['add_p50'] * 1000:>7.0f}ms {r['add_p95'] * 1000:>7.0f}ms "
-              f"{r['floor_p50'] * 1000:>8.1f}ms {r['ratio']:>9.0f}x {r['session_s']:>8.2f}s {r['search_p50'] * 1000:>9.0f}ms "
-              f"{r['found']:>6}/{r['adds']}")
-    first = rows[0]
-    for r in rows[1:]:
-        print(f"add p50 at {r['size']} turns / at {first['size']}: {r['add_p50'] / first['add_p50']:.2f}x")
+        print(f"{r['size']:>8} {r['mode']:>10} {r['bulk_s']:>8.1f}s {r['add_p50'] * 1000:>7.0f}ms {r['add_p95'] * 1000:>7.0f}ms "
+              f"{r['floor_p50'] * 1000:>8.1f}ms {r['ratio']:>9.1f}x {r['session_s']:>8.2f}s {r['search_p50'] * 1000:>9.0f}ms "
+              f"{r['found']:>6}/{r['adds']} {r['commits']:>5}/{r['adds']}")
+    appended = [r for r in rows if r["mode"] == "append"]
+    for r in appended[1:]:
+        print(f"append p50 at {r['size']} turns / at {appended[0]['size']}: {r['add_p50'] / appended[0]['add_p50']:.2f}x")
+    for r in appended:
+        base = next((b for b in rows if b["mode"] == "build job" and b["size"] == r["size"]), None)
+        if base:
+            print(f"at {r['size']} turns: the build job's add p50 / the append's: {base['add_p50'] / r['add_p50']:.1f}x")
 
 
 if __name__ == "__main__":

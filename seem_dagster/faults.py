@@ -22,6 +22,9 @@ TABLE_POINTS = ("before", "after")
 PUBLISH = ("publish.before_manifest", "publish.after_manifest", "publish.after_sources", "publish.after_sweep")
 # An add: the input log made durable, then a build (its points above).
 ADD = ("add.before_log_write", "add.after_log_write")
+# An add appended to a current memory: the input log (ADD), the commit's tables (their ``after``
+# points), then its manifest and the registry.
+APPEND = ("append.before_manifest", "append.after_manifest", "append.after_sources")
 # A forget, in the order it runs; the rebuild between its input-log rewrite and its sweep is a build.
 FORGET = ("forget.after_journal", "forget.after_tombstones", "forget.after_logs", "forget.after_input_log_rewrite",
           "forget.after_cache_purge", "forget.after_rebuild", "forget.after_retire", "forget.after_cache_prune",
@@ -34,7 +37,7 @@ def table_point(asset: str, when: str) -> str:
 
 def points(tables) -> list[str]:
     """Every named point of a build writing ``tables``, an add and a forget."""
-    return [table_point(t, w) for t in tables for w in TABLE_POINTS] + [*PUBLISH, *ADD, *FORGET]
+    return [table_point(t, w) for t in tables for w in TABLE_POINTS] + [*PUBLISH, *ADD, *APPEND, *FORGET]
 
 
 _reached: dict[str, int] = {}

@@ -14,7 +14,8 @@ from pathlib import Path
 from seem_dagster.config import IngestConfig, SeemConfig
 from seem_dagster.forgetting.tombstones import drop_forgotten
 from seem_dagster.ingest import InputError, load_input
-from seem_dagster.pipeline.stages import MEMORY_TABLES, stage_config
+from seem_dagster.pipeline.stages import MEMORY_TABLES, SOURCE_ASSETS, stage_config
+from seem_dagster.store.manifest import read_manifest
 from seem_dagster.store.snapshot import SnapshotError, check_consistent, read_footers
 from seem_dagster.store.sources import Source, in_store, pending_path, published_source, read_source, register
 
@@ -103,8 +104,11 @@ def why_rebuild(root, conversation_id: str, config: SeemConfig) -> str | None:
         source = read_source(root, conversation_id).to_json()
     except (SnapshotError, FileNotFoundError) as err:
         return str(err)
+    # Appends publish their source in the manifest; the base build's tables keep the one it read.
+    base_source = (read_manifest(root, conversation_id) or {}).get("base_source")
     for asset, footer in footers.items():
-        if footer.get("stage") != json.loads(json.dumps(stage_config(asset, config, source))):
+        recorded = base_source if base_source is not None and asset in SOURCE_ASSETS else source
+        if footer.get("stage") != json.loads(json.dumps(stage_config(asset, config, recorded))):
             return f"{asset} was built with other settings or code"
     return None
 

@@ -36,6 +36,7 @@ import pytest
 from conftest import occurrences
 from seem_dagster import faults
 from seem_dagster.pipeline.stages import MEMORY_TABLES
+from seem_dagster.store.commits import PREFIX, commit_paths
 
 pytestmark = pytest.mark.slow  # a hundred writers through Dagster
 
@@ -56,7 +57,10 @@ def table_points() -> list[str]:
     return [faults.table_point("passages", "before"), *(faults.table_point(t, "after") for t in MEMORY_TABLES)]
 
 
-ADD_POINTS = [*faults.ADD, *table_points(), *faults.PUBLISH]
+ADD_POINTS = [*faults.ADD, *table_points(), *faults.PUBLISH]  # an add built by the build job (store.append off)
+# An add appended to the current memory: the commit's tables (each one's "after"; it writes no other), its publish.
+APPEND_POINTS = [*faults.ADD, faults.table_point("passages", "after"), faults.table_point("retrieval_index", "after"), *faults.APPEND]
+BUILT = {"SEEM_STORE_APPEND": "false"}
 FORGET_POINTS = [*faults.FORGET, faults.table_point("passages", "after"), faults.table_point("retrieval_index", "after"),
                  *faults.PUBLISH]
 WHOLE_POINTS = ["forget.after_journal", "forget.after_tombstones", "forget.after_logs", "forget.before_dagster_scrub"]
@@ -79,8 +83,9 @@ class Zygote:
         assert line, f"the crash zygote died: {self.log.read_text()[-3000:]}"
         return json.loads(line)
 
-    def run(self, op: str, store: Path, home: Path, crash_at: str = "", **args) -> dict:
-        request = {"op": op, "store": str(store), "conversation": CID, "env": {"DAGSTER_HOME": str(home), "SEEM_CRASH_AT": crash_at}, **args}
+    def run(self, op: str, store: Path, home: Path, crash_at: str = "", env: dict | None = None, **args) -> dict:
+        env = {"DAGSTER_HOME": str(home), "SEEM_CRASH_AT": crash_at, "SEEM_STORE_APPEND": "true", **(env or {})}
+        request = {"op": op, "store": str(store), "conversation": CID, "env": env, **args}
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
         return self._reply(REPLY_TIMEOUT_S)
@@ -117,11 +122,13 @@ def bases(zygote, tmp_path_factory):
     """Two stores built once: KEPT (for adds) and KEPT + SECRET + LATER (for forgets)."""
     root = tmp_path_factory.mktemp("bases")
     made = {}
-    for name, turns in (("add", KEPT), ("forget", [*KEPT, SECRET, LATER])):
+    for name, adds in (("add", [KEPT]), ("forget", [[*KEPT, SECRET, LATER]]), ("appended", [KEPT, [SECRET], [LATER]])):
         store, home = root / name / "store", dagster_home(root / name / "home")
-        zygote.ok("add", store, home, turns=turns)
+        for turns in adds:  # the first add of a conversation is a build; the next ones are commits on it
+            zygote.ok("add", store, home, turns=turns)
         made[name] = (store, home, zygote.ok("read", store, home)["refs"])
-    assert made["add"][2] == ["k1", "k2"] and made["forget"][2] == ["k1", "k2", "k3", "k4"]
+    assert made["add"][2] == ["k1", "k2"] and made["forget"][2] == made["appended"][2] == ["k1", "k2", "k3", "k4"]
+    assert len(json.loads((made["appended"][0] / "_manifests" / f"{CID}.json").read_text())["commits"]) == 2
     return made
 
 
@@ -137,19 +144,27 @@ def killed(reply: dict, point: str) -> None:
 
 
 def builds_left(store: Path) -> int:
+    """Builds kept under the store; each append commit kept must be one a manifest names (the
+    published memory's, or the one before it, for its readers)."""
     folder = store / "_builds"
-    return sum(1 for conversation in folder.iterdir() for _ in conversation.iterdir()) if folder.exists() else 0
+    if not folder.exists():
+        return 0
+    named = {Path(p).parent.name for m in (store / "_manifests").glob("*.json") for p in commit_paths(json.loads(m.read_text()))}
+    kept = [b.name for conversation in folder.iterdir() for b in conversation.iterdir()]
+    assert {b for b in kept if b.startswith(PREFIX)} <= named, kept
+    return sum(1 for b in kept if not b.startswith(PREFIX))
 
 
-@pytest.mark.parametrize("point", ADD_POINTS)
-def test_an_add_killed_at_any_point(point, zygote, bases, tmp_path):
+@pytest.mark.parametrize(("point", "env"), [*((p, BUILT) for p in ADD_POINTS), *((p, {}) for p in APPEND_POINTS)],
+                         ids=[*(f"build-{p}" for p in ADD_POINTS), *(f"append-{p}" for p in APPEND_POINTS)])
+def test_an_add_killed_at_any_point(point, env, zygote, bases, tmp_path):
     store, home = copy_of(bases, "add", tmp_path)
-    killed(zygote.run("add", store, home, crash_at=point, turns=[SECRET]), point)
+    killed(zygote.run("add", store, home, crash_at=point, env=env, turns=[SECRET]), point)
 
     read = zygote.ok("read", store, home)  # a reader sees the memory before the add or after it
     assert read["refs"] in (["k1", "k2"], ["k1", "k2", "k3"]), read
 
-    again = zygote.ok("add", store, home, turns=[SECRET])  # the retry completes the add, once
+    again = zygote.ok("add", store, home, env=env, turns=[SECRET])  # the retry completes the add, once
     assert again["passages"] == 3, again
     assert zygote.ok("read", store, home)["refs"] == ["k1", "k2", "k3"]
     assert builds_left(store) <= 2
@@ -175,6 +190,19 @@ def test_a_forget_killed_at_any_point(point, zygote, bases, tmp_path):
     assert builds_left(store) <= 2
 
 
+@pytest.mark.parametrize("point", ["forget.after_tombstones", "forget.after_cache_purge", "forget.after_rebuild", "forget.after_retire",
+                                   "publish.after_manifest"])
+def test_a_forget_of_an_appended_turn_killed_at_any_point(point, zygote, bases, tmp_path):
+    """The forgotten turn is in an append commit: its rebuild folds the commits, and nothing of them is left."""
+    store, home = copy_of(bases, "appended", tmp_path)
+    killed(zygote.run("forget", store, home, crash_at=point, turns=["k3"]), point)
+    assert zygote.ok("read", store, home)["refs"] == ["k1", "k2", "k4"]
+    assert occurrences(store, home, needle=CANARY) == []
+    again = zygote.ok("forget", store, home, turns=["k3"])
+    assert again["turns"] in (0, 1), again
+    assert occurrences(store, home, needle=CANARY) == [] and builds_left(store) <= 2
+
+
 @pytest.mark.parametrize("point", WHOLE_POINTS)
 def test_a_whole_forget_killed_at_any_point(point, zygote, bases, tmp_path):
     store, home = copy_of(bases, "forget", tmp_path)
@@ -190,6 +218,6 @@ def test_a_whole_forget_killed_at_any_point(point, zygote, bases, tmp_path):
 def test_the_points_a_writer_passes_are_named_in_one_place():
     """Every point the test can name exists in the code, so a renamed point fails here, not silently."""
     source = "\n".join(p.read_text() for p in (HERE.parent / "seem_dagster").rglob("*.py"))
-    for point in [*faults.PUBLISH, *faults.ADD, *faults.FORGET]:
+    for point in [*faults.PUBLISH, *faults.ADD, *faults.APPEND, *faults.FORGET]:
         assert f'faults.point("{point}")' in source, point
     assert "faults.point(faults.table_point(asset," in source

@@ -35,6 +35,14 @@ class StoreConfig(Section):
         600.0, ge=0, description="how long a write (add, build, forget) waits for another writer of the same conversation "
         "on this host before it is refused in one line; 0: refused at once"
     )
+    append: bool = Field(
+        True, description="an add to a conversation whose memory is current is built in process and published as a "
+        "commit on it (the same tables a build would make); off: every add is a run of the build job"
+    )
+    compact_after: int = Field(
+        64, ge=1, description="commits a conversation's memory takes before the next add is built by the build job "
+        "instead, which folds them into a fresh base (the nightly schedule and `seem build` compact too)"
+    )
 
     @field_validator("root")
     @classmethod

@@ -194,18 +194,27 @@ class Memory:
         return encode(index, question, when, backends.extractor(config.extraction.extractor), backends.query_embedder(config.extraction.embedder),
                       retrieval or config.retrieval, facts=facts, several=several)
 
-    def warm(self) -> None:
+    def warm(self, writes: bool = False) -> None:
         """Load what a query needs (the question's parser, tagger and encoder) now rather than at the
         first query: a long-lived server calls it as it starts, so that its first callers do not wait
-        seconds. Conversations' memories still load at their first read."""
+        seconds. ``writes``: also what an add needs (the extractor's date parser and the embedding
+        model, seconds more): an agent that writes a turn per message calls ``warm(writes=True)``.
+        Conversations' memories still load at their first read."""
         from seem_dagster import backends
         from seem_dagster.retrieval.query import encode_query, form_of
 
         config = self.config
         question = "Which two things did Alice do last week?"
         form_of(question, config.retrieval)
-        encode_query(question, datetime(2024, 1, 1), backends.extractor(config.extraction.extractor),
-                     backends.query_embedder(config.extraction.embedder))
+        extractor = backends.extractor(config.extraction.extractor)
+        encode_query(question, datetime(2024, 1, 1), extractor, backends.query_embedder(config.extraction.embedder))
+        if writes:
+            from seem_dagster.episodic.extraction.interface import PassageInput
+
+            said = PassageInput("p_0000000000000000", "warm", "Alice", "I moved to York last week and start a new job on Monday.",
+                                datetime(2024, 1, 1), speakers=("Alice", "Bob"))
+            extractor.extract([said])
+            backends.embedder(config.extraction.embedder).encode_pooled([f"Alice: {said.text}"], [[]])
 
     def query(self, conversation_id: str, question: str, *, k: int | None = None, date: datetime | str | None = None,
               as_of: datetime | str | None = None, budget: int | None = None, answer: bool | None = None,

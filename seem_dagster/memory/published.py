@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 from seem_dagster.forgetting import journal
 from seem_dagster.retrieval.index import MemoryIndex
-from seem_dagster.retrieval.load import TABLES, load_published_index
-from seem_dagster.store.manifest import read_manifest
-from seem_dagster.store.snapshot import legacy_path, read_footers
+from seem_dagster.retrieval.load import TABLES, index_of
+from seem_dagster.store.commits import commits_of, merged_tables
+from seem_dagster.store.manifest import SnapshotError, read_manifest
+from seem_dagster.store.snapshot import legacy_path, read_footers, read_published
 from seem_dagster.store.sources import registered_conversations
 
 
@@ -28,10 +29,15 @@ def memory_key(root, conversation_id: str) -> str | None:
     manifest alone (a store written before manifests: its tables' footers)."""
     manifest = read_manifest(root, conversation_id)
     if manifest is not None:
-        return _digest(manifest["tables"])
+        return manifest_key(manifest)
     if not legacy_path(root, "passages", conversation_id).exists():
         return None
     return _digest({a: f.get("fingerprint") for a, f in read_footers(root, conversation_id, TABLES).items()})
+
+
+def manifest_key(manifest: dict) -> str:
+    """The base build's tables and the commits on it."""
+    return _digest([manifest["tables"], [c["id"] for c in manifest.get("commits") or []]])
 
 
 def _digest(value) -> str:
@@ -43,6 +49,8 @@ class Loaded:
     key: str
     index: MemoryIndex
     build_id: str
+    tables: dict | None = None  # the tables the index was made from (TABLES), to apply later commits to
+    commits: tuple[str, ...] = ()  # the append commits applied
 
 
 class Published:
@@ -73,11 +81,39 @@ class Published:
             held = self._indexes.get(conversation_id)
             if held is not None and held.key == key:
                 return held
-            index, manifest = load_published_index(self.root, conversation_id)
-            loaded_key = _digest(manifest["tables"]) if manifest is not None else key
-            held = Loaded(loaded_key, index, manifest["build_id"] if manifest is not None else "before manifests")
+            later = self._appended(conversation_id, held)
+            if later is not None:
+                self._indexes[conversation_id] = later
+                return later
+            tables, manifest = read_published(self.root, conversation_id, TABLES)
+            loaded_key = manifest_key(manifest) if manifest is not None else key
+            held = Loaded(loaded_key, index_of(tables), manifest["build_id"] if manifest is not None else "before manifests", tables,
+                          tuple(c["id"] for c in commits_of(manifest)))
             self._indexes[conversation_id] = held
             return held
+
+    def _appended(self, conversation_id: str, held: Loaded | None) -> Loaded | None:
+        """``held`` with the commits published on its base since it was loaded applied (only their
+        files are read), or None when the memory was built again (then it is read whole)."""
+        manifest = read_manifest(self.root, conversation_id)
+        if held is None or held.tables is None or manifest is None or manifest["build_id"] != held.build_id:
+            return None
+        ids = [c["id"] for c in commits_of(manifest)]
+        if tuple(ids[:len(held.commits)]) != held.commits:
+            return None
+        try:
+            tables = merged_tables(self.root, {"commits": commits_of(manifest)[len(held.commits):]}, held.tables)
+        except (SnapshotError, FileNotFoundError):
+            return None  # replaced meanwhile: read whole
+        return Loaded(manifest_key(manifest), index_of(tables), held.build_id, tables, tuple(ids))
+
+    def install(self, conversation_id: str, manifest: dict, tables: dict) -> None:
+        """What a writer of this process just published (``manifest``) and the tables it holds, so the
+        next read needs no file: an append's own turns are searchable at once."""
+        mine = {a: tables[a] for a in TABLES}
+        with self._lock(conversation_id):
+            self._indexes[conversation_id] = Loaded(manifest_key(manifest), index_of(mine), manifest["build_id"], mine,
+                                                    tuple(c["id"] for c in commits_of(manifest)))
 
     def sql_scope(self, conversations) -> tuple:
         """What identifies the SQL views of ``conversations`` (one id, a list, or None for every

@@ -91,6 +91,7 @@ class Added:
     excluded: int = 0  # turns by speakers outside ingest.only_speakers
     skipped: tuple[str, ...] = ()  # empty turns skipped (ingest.allow_empty_turns), each with where it was
     step_seconds: dict[str, float] = field(default_factory=dict)
+    commit: str | None = None  # the append commit that published the turns, in process (build_id is then None)
 
     def to_json(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}

@@ -25,12 +25,13 @@ from seem_dagster.forgetting.selection import ForgetError, select, selection
 from seem_dagster.ingest import InputError, jsonl
 from seem_dagster.ingest.dates import parse_iso
 from seem_dagster.ingest.load import clear_parsed
+from seem_dagster.memory import append
 from seem_dagster.memory.errors import BuildFailed, InvalidRequest, UnknownConversation
 from seem_dagster.memory.records import Added, Forgotten
 from seem_dagster.memory.turns import to_lines
 from seem_dagster.registry import EMPTY, FORGOTTEN, Registered, absolute, register_file, why_rebuild
 from seem_dagster.schemas import Passages
-from seem_dagster.store import builds, input_log, locks, owner
+from seem_dagster.store import builds, commits, input_log, locks, owner
 from seem_dagster.store.files import as_root, children, is_local, jsonl_lines
 from seem_dagster.store.keys import file_stem
 from seem_dagster.store.manifest import published_rows, read_manifest
@@ -60,6 +61,7 @@ class Writer:
     def __init__(self, memory):
         self.memory = memory
         self._lock = threading.RLock()  # one write at a time per Memory: a build has the cores anyway
+        self._current: dict[str, tuple[str, dict]] = {}  # conversation -> (memory key, tables) this writer's last append left
         self._defs = None
         self._instance = None
 
@@ -145,6 +147,8 @@ class Writer:
                 earlier = published_rows(self.store, cid) or 0
                 return Added(cid, FORGOTTEN, 0, earlier, None, time.perf_counter() - started, forgotten=dropped)
             earlier = published_rows(self.store, cid)
+            # Asked before the log changes: whether the memory is current, so these turns can be appended to it.
+            not_appended = append.why_not(self.store, cid, self.config) if kept else "nothing new"
             if kept:
                 text = before + "\n".join(_with_ids(before, kept, stones)) + "\n"
                 label = str(input_log.log_path(self.store, cid))
@@ -158,11 +162,40 @@ class Writer:
             (reg,) = [r for r in register_file(self.store, log_file, "jsonl", options) if r.conversation_id == cid]
             if reg.status == "unchanged" and why_rebuild(self.store, cid, self.config) is None:
                 return replace(self._added(reg, None, started, earlier, "current"), forgotten=dropped)
+            if not_appended is None and reg.status == "changed":
+                try:
+                    done = append.append(self.store, cid, self.config, len(kept), self._current.get(cid))
+                except commits.CommitError as err:  # another writer published meanwhile: the build below takes the turns
+                    log.info("the add to %s is built by the build job: %s", cid, err)
+                else:
+                    self._current[cid] = (append.manifest_key(done.manifest), done.tables)
+                    self.memory._published.install(cid, done.manifest, done.tables)
+                    self._observe(cid, done)
+                    return Added(cid, reg.status, done.passages - (earlier or 0), done.passages, None, time.perf_counter() - started,
+                                 done.extracted, dropped, reg.excluded, tuple(reg.skipped), {"append": round(done.seconds, 3)},
+                                 commit=done.commit_id)
             outcome = self._build([reg], log_file)[cid]
         if not outcome.success:
             raise BuildFailed(self._failed(cid, outcome) + "; the turns are kept in the store's input log and the next build takes them",
                               outcome.log_path)
         return replace(self._added(reg, outcome, started, earlier), forgotten=dropped)
+
+    def _observe(self, cid: str, done) -> None:
+        """An append in the Dagster UI: an observation of the conversation's ``passages`` partition
+        (no run), with the commit and the rows it changed; counts only, never a turn's words."""
+        instance = self.instance()
+        if instance is None:
+            return
+        from dagster import AssetKey, AssetObservation, MetadataValue
+
+        try:
+            instance.report_runless_asset_event(AssetObservation(
+                asset_key=AssetKey("passages"), partition=cid, description="turns appended by Memory.add (a commit, no run)",
+                metadata={"commit": MetadataValue.text(done.commit_id), "turns_appended": MetadataValue.int(done.new_turns),
+                          "passages": MetadataValue.int(done.passages), "extracted": MetadataValue.int(done.extracted),
+                          "changed_rows": MetadataValue.json(done.changed_rows), "seconds": MetadataValue.float(round(done.seconds, 3))}))
+        except Exception as err:  # noqa: BLE001 - the commit is published; the UI's record of it is not worth failing the add
+            log.warning("the append to %s was published, but the Dagster instance did not take its observation: %s", cid, err)
 
     # ---- add_file -------------------------------------------------------------------------------
 
@@ -275,6 +308,7 @@ class Writer:
         removed["dagster_runs"], warnings = self._scrub_instance(cid, build_id, whole)
         faults.point("forget.after_dagster_scrub")
         journal.end(root, cid)
+        self._current.pop(cid, None)  # no table of this process holds a forgotten turn
         self.memory._drop_loaded(cid, sql_workers=True)
         return build_id, removed, warnings
 

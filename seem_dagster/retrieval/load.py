@@ -15,6 +15,11 @@ def load_index(store, conversation_id: str) -> MemoryIndex:
 def load_published_index(store, conversation_id: str) -> tuple[MemoryIndex, dict | None]:
     """The index and the manifest its tables were read through (None: a store written before manifests)."""
     t, manifest = read_published(store, conversation_id, TABLES)
+    return index_of(t), manifest
+
+
+def index_of(t: dict) -> MemoryIndex:
+    """The index of a memory's tables (TABLES)."""
     index = MemoryIndex.from_tables(t["passages"], t["facts"], t["entities"], t["episodes"], t["graph_edges"], t["retrieval_index"])
     index.properties = t["properties"]
-    return index, manifest
+    return index

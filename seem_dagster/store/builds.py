@@ -25,6 +25,7 @@ from pathlib import Path
 
 from seem_dagster import faults
 from seem_dagster.store import owner, sources
+from seem_dagster.store.commits import commit_paths, commits_of
 from seem_dagster.store.files import as_root, children, is_local, remove_stale_temps, remove_tree, sync, write_bytes_atomic
 from seem_dagster.store.keys import file_stem
 from seem_dagster.store.manifest import (
@@ -84,11 +85,19 @@ def note_base(root, conversation_id: str, build_id: str) -> None:
     if path.exists():
         return  # a step run again in the same run: the base is the first one's
     manifest = read_manifest(root, conversation_id)
-    write_bytes_atomic(path, json.dumps({"base_build": manifest["build_id"] if manifest else None}).encode(), durable=False)
+    write_bytes_atomic(path, json.dumps({"base_build": _memory_of(manifest)}).encode(), durable=False)
+
+
+def _memory_of(manifest: dict | None) -> str | None:
+    """Which published memory a manifest names: its build, and its last append commit if any."""
+    if manifest is None:
+        return None
+    appended = commits_of(manifest)
+    return manifest["build_id"] + (f"+{appended[-1]['id']}" if appended else "")
 
 
 def _base(root, conversation_id: str, builds: Iterable[str]) -> tuple[bool, str | None]:
-    """(whether a base is recorded, the build it names) along the chain of a re-executed run."""
+    """(whether a base is recorded, the memory it names) along the chain of a re-executed run."""
     for build in builds:
         try:
             return True, json.loads((build_folder(root, conversation_id, build) / BASE).read_text())["base_build"]
@@ -160,7 +169,7 @@ def publish(
         version = manifest_version(root, conversation_id)
         current = read_manifest(root, conversation_id)
         recorded, base = _base(root, conversation_id, builds)
-        now = current["build_id"] if current else None
+        now = _memory_of(current)
         if recorded and now != base:
             raise PublishError(f"conversation {conversation_id!r}: build {now[:8] if now else 'none'} was published while build "
                                f"{builds[0][:8]} ran (it started from {base[:8] if base else 'no memory'}): nothing of it was "
@@ -175,9 +184,13 @@ def publish(
             tables[asset] = {"build_id": build, "path": relative, "fingerprint": footers[asset].get("fingerprint"),
                              "rows": footers[asset].get("rows")}
         carried = []
+        appended = {a for c in commits_of(current) for a in c["tables"]}
         for asset, entry in current_tables.items():
             if asset in tables:
                 continue
+            if asset in appended:
+                raise PublishError(f"conversation {conversation_id!r}: build {builds[0][:8]} did not make {asset}, which appends "
+                                   "changed since the last build; materialize every asset of the conversation (job build_memory)")
             try:
                 footers[asset] = read_footer(resolve(root, entry["path"]))
             except FileNotFoundError:
@@ -203,7 +216,8 @@ def publish(
             "published_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "tables": dict(sorted(tables.items())), "source": source,
             # The files of the memory this one replaces: kept until the next publish.
-            "previous": {"build_id": current.get("build_id") if current else "before manifests", "tables": current_tables}
+            "previous": {"build_id": current.get("build_id") if current else "before manifests", "tables": current_tables,
+                         "commits": commits_of(current)}
             if current_tables else None,
         }
         sync([resolve(root, relative) for _, relative in staged.values()])  # the tables are on disk before the manifest names them
@@ -222,7 +236,8 @@ def publish(
     result = Published(manifest, sorted(staged), sorted(carried), sorted(dropped),
                        manifest["previous"]["build_id"] if manifest["previous"] else None)
     # The builds the replaced manifest kept for its readers were complete: nobody writes them any more.
-    retired = _referenced({"tables": ((current or {}).get("previous") or {}).get("tables") or {}})[0]
+    before = (current or {}).get("previous") or {}
+    retired = _referenced({"tables": before.get("tables") or {}, "commits": before.get("commits") or []})[0]
     result.removed_builds, result.removed_files = collect_garbage(root, conversation_id, run_state, retired)
     faults.point("publish.after_sweep")
     return result
@@ -286,12 +301,12 @@ def _referenced(manifest: dict | None) -> tuple[set[str], set[str]]:
     builds, paths = set(), set()
     if not manifest:
         return builds, paths
-    for group in (manifest["tables"], (manifest.get("previous") or {}).get("tables") or {}):
-        for entry in group.values():
-            paths.add(entry["path"])
-            parts = entry["path"].split("/")
-            if parts[0] == BUILDS and len(parts) == 4:
-                builds.add(parts[2])
+    named = [e["path"] for group in (manifest["tables"], (manifest.get("previous") or {}).get("tables") or {}) for e in group.values()]
+    for path in named + commit_paths(manifest):
+        paths.add(path)
+        parts = path.split("/")
+        if parts[0] == BUILDS and len(parts) == 4:
+            builds.add(parts[2])
     return builds, paths
 
 

@@ -123,5 +123,8 @@ def publish_lock(root, conversation_id: str) -> Iterator[None]:
 def published_rows(root, conversation_id: str, asset: str = "passages") -> int | None:
     """Rows of a published table as its manifest records them (None: nothing published, or an older manifest)."""
     manifest = read_manifest(root, conversation_id)
+    appended = [c for c in (manifest or {}).get("commits") or [] if asset in c.get("rows", {})]
+    if appended:
+        return appended[-1]["rows"][asset]
     entry = (manifest or {}).get("tables", {}).get(asset) or {}
     return entry.get("rows")

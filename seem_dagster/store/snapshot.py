@@ -226,7 +226,8 @@ def read_published(root: str | os.PathLike | UPath, conversation_id: str, assets
     """Several tables of one conversation's published memory, made from each other, and the manifest
     they were read through (None for a store written before manifests).
 
-    Follows the manifest, so a build that is running, failed or was killed half-way is never seen.
+    Follows the manifest, so a build that is running, failed or was killed half-way is never seen; the
+    base build's tables come with the manifest's append commits applied (``store.commits``).
     Raises SnapshotError when a table is missing, InconsistentSnapshot when the tables were not made
     from each other (a table replaced by hand, or a store written before manifests mid-build).
     """
@@ -244,12 +245,14 @@ def read_published(root: str | os.PathLike | UPath, conversation_id: str, assets
                 return read_footer(resolve(root, entry["path"])) if entry else None
 
             lineage = _with_lineage({a: footer for a, (_, footer) in read.items()}, footer_of)
+            check_consistent(conversation_id, lineage)
+            from seem_dagster.store.commits import merged_tables
+
+            return merged_tables(root, manifest, {a: frame for a, (frame, _) in read.items()}), manifest
         except (SnapshotError, FileNotFoundError):
             if read_manifest(root, conversation_id) != manifest:
                 continue  # its files were removed after newer builds were published (or a forget): read the newest
             raise
-        check_consistent(conversation_id, lineage)
-        return {a: frame for a, (frame, _) in read.items()}, manifest
     raise SnapshotError(f"conversation {conversation_id!r}: its memory was republished {READ_ATTEMPTS} times while reading; retry")
 
 

@@ -1,0 +1,172 @@
+"""Issue 55's append path: an add to a current memory is published as a commit on it, in process.
+
+What a reader sees (the base build with its commits applied) is the memory a build of the same input
+makes, table for table; another process sees the commits at its next read; compaction (a build)
+folds them into a fresh base; a forget of an appended turn leaves nothing of it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from conftest import occurrences, seem_cli
+from seem_dagster import Memory
+from seem_dagster.pipeline.stages import MEMORY_TABLES
+from seem_dagster.store.commits import KEYS, PREFIX
+from seem_dagster.store.manifest import read_manifest
+from seem_dagster.store.snapshot import read_published
+
+pytestmark = pytest.mark.slow  # builds through Dagster
+
+CID = "live"
+CANARY = "vorpelline"
+FIRST = [
+    {"speaker": "Maya", "text": "I live in Leeds now, near the river.", "timestamp": "2024-01-10T18:00:00"},
+    {"speaker": "Jon", "text": "Nice. How is your pottery class going?", "timestamp": "2024-01-10T18:01:00"},
+    {"speaker": "Maya", "text": "The pottery class is great, the studio got a new kiln.", "timestamp": "2024-01-10T18:02:00"},
+]
+LATER = [  # one turn per add, as an agent writes them; the last two in a new session
+    {"speaker": "Jon", "text": "A new kiln for the pottery class sounds great.", "timestamp": "2024-01-10T18:03:00"},
+    {"speaker": "Maya", "text": f"I glazed the vase with the {CANARY} glaze from the studio.", "timestamp": "2024-01-10T18:04:00"},
+    {"speaker": "Maya", "text": "I moved to York last week.", "timestamp": "2024-02-14T19:00:00"},
+    {"speaker": "Jon", "text": "Good luck with the move to York and the new flat.", "timestamp": "2024-02-14T19:01:00"},
+]
+
+
+def sessions_of(turns):
+    return ["s1" if t["timestamp"].startswith("2024-01") else "s2" for t in turns]
+
+
+def by_key(tables: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
+    return {a: t.sort(list(KEYS[a])) for a, t in tables.items()}
+
+
+def lives_in(memory) -> list[tuple]:
+    props = memory.properties(CID).filter(pl.col("property") == "lives_in")
+    return [(r["value"], r["valid_to"] is None) for r in props.sort("valid_from").iter_rows(named=True)]
+
+
+def rebuilt(tmp_path, store) -> dict[str, pl.DataFrame]:
+    """The same input (the store's input log) built whole by the build job, in another store."""
+    other = Memory.open(tmp_path / "rebuilt")
+    (done,) = other.add_file(str(store / "_inputs" / f"{CID}.jsonl"))
+    assert done.build_id is not None
+    tables, manifest = read_published(tmp_path / "rebuilt", CID, MEMORY_TABLES)
+    assert not manifest.get("commits")
+    other.close()
+    return tables
+
+
+@pytest.fixture
+def appended(tmp_path, monkeypatch):
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    store = tmp_path / "store"
+    memory = Memory.open(store)
+    first = memory.add(CID, FIRST, session_id="s1")
+    assert first.build_id is not None and first.commit is None  # a new conversation: the build job
+    done = []
+    for t, session in zip(LATER, sessions_of(LATER)):
+        added = memory.add(CID, [t], session_id=session)
+        done.append((added, [h.text for h in memory.search(CID, t["text"], k=3)]))
+    yield memory, store, done
+    memory.close()
+
+
+def test_adds_to_a_current_memory_are_commits_that_equal_a_build_of_the_same_input(appended, tmp_path):
+    memory, store, done = appended
+    for (added, found), t in zip(done, LATER):
+        assert added.commit is not None and added.commit.startswith(PREFIX) and added.build_id is None, added
+        assert added.status == "changed" and added.turns_added == 1, added
+        assert t["text"] in found  # searchable as soon as add returns
+    assert [a.passages for a, _ in done] == [4, 5, 6, 7]
+    manifest = read_manifest(store, CID)
+    assert len(manifest["commits"]) == 4 and manifest["build_id"] == memory.build_id(CID)
+
+    # The memory a reader sees is the one a build makes from the same input, table for table.
+    merged, _ = read_published(store, CID, MEMORY_TABLES)
+    full = rebuilt(tmp_path, store)
+    for asset in MEMORY_TABLES:
+        assert by_key(merged)[asset].equals(by_key(full)[asset]), asset
+    # A later turn changed an earlier row: the move closed Leeds (its valid_to is set by a commit).
+    assert lives_in(memory) == [("Leeds", False), ("York", True)]
+    # The Dagster UI shows each append: an observation of the conversation's passages, with its commit.
+    from dagster import AssetKey, DagsterInstance
+
+    seen = DagsterInstance.get().fetch_observations(AssetKey("passages"), limit=20).records
+    observed = {r.event_log_entry.asset_observation.metadata["commit"].value for r in seen if r.partition_key == CID}
+    assert observed == {a.commit for a, _ in done}
+    # A commit holds the rows it adds or changes, not the memory.
+    last = manifest["commits"][-1]["tables"]
+    assert last["passages"]["rows"] == 1 and "questions" not in last
+
+
+def test_another_process_reads_the_commits_and_a_reader_of_the_store_alone_sees_them(appended, tmp_path):
+    memory, store, _ = appended
+    reader = Memory.open(store)
+    assert sorted(reader.index(CID).passages["text"].to_list()) == sorted(t["text"] for t in [*FIRST, *LATER])
+    more = {"speaker": "Maya", "text": "The new flat in York has a balcony for my plants.", "timestamp": "2024-02-14T19:02:00"}
+    memory.add(CID, [more], session_id="s2")
+    found = [h.text for h in reader.search(CID, more["text"], k=3)]  # the long-lived reader applies the new commit at its next call
+    assert more["text"] in found
+    rows = reader.sql("SELECT count(*) AS n FROM passages", CID).frame["n"][0]
+    assert rows == len(FIRST) + len(LATER) + 1
+    reader.close()
+
+
+def test_a_build_compacts_the_commits_into_a_fresh_base(appended, tmp_path, monkeypatch):
+    memory, store, _ = appended
+    before = by_key(read_published(store, CID, MEMORY_TABLES)[0])
+    commit_folders = {p.name for p in (store / "_builds" / CID).iterdir() if p.name.startswith(PREFIX)}
+    assert len(commit_folders) == 4
+    built = seem_cli("build", "--input", str(store / "_inputs" / f"{CID}.jsonl"), "--store", str(store), "--rebuild", "--quiet")
+    assert built.returncode == 0, built.stderr
+    manifest = read_manifest(store, CID)
+    assert not manifest.get("commits") and manifest["previous"]["commits"]  # kept for readers of the manifest before
+    after = by_key(read_published(store, CID, MEMORY_TABLES)[0])
+    for asset in MEMORY_TABLES:
+        assert after[asset].equals(before[asset]), asset
+    # An add after compaction is a commit on the new base; the publish after it retires the old commits.
+    memory.add(CID, [{"speaker": "Jon", "text": "Send me a photo of the balcony.", "timestamp": "2024-02-14T19:03:00"}], session_id="s2")
+    assert len(read_manifest(store, CID)["commits"]) == 1
+    seem_cli("build", "--input", str(store / "_inputs" / f"{CID}.jsonl"), "--store", str(store), "--rebuild", "--quiet")
+    left = {p.name for p in (store / "_builds" / CID).iterdir()}
+    assert not left & commit_folders
+
+
+def test_after_compact_after_commits_the_next_add_is_built_by_the_build_job(tmp_path, monkeypatch):
+    monkeypatch.setenv("SEEM_STORE_COMPACT_AFTER", "2")
+    memory = Memory.open(tmp_path / "store")
+    memory.add(CID, FIRST, session_id="s1")
+    kinds = [("commit" if a.commit else "build") for a in (memory.add(CID, [t], session_id=s) for t, s in zip(LATER, sessions_of(LATER)))]
+    assert kinds == ["commit", "commit", "build", "commit"]
+    assert len(read_manifest(tmp_path / "store", CID)["commits"]) == 1
+    memory.close()
+
+
+def test_with_store_append_off_every_add_is_a_build(tmp_path, monkeypatch):
+    monkeypatch.setenv("SEEM_STORE_APPEND", "false")
+    memory = Memory.open(tmp_path / "store")
+    memory.add(CID, FIRST, session_id="s1")
+    added = memory.add(CID, [LATER[0]], session_id="s1")
+    assert added.build_id is not None and added.commit is None
+    memory.close()
+
+
+def test_forgetting_an_appended_turn_leaves_nothing_of_it(appended, tmp_path):
+    memory, store, _ = appended
+    assert occurrences(store, needle=CANARY)
+    ref = memory.index(CID).passages.filter(pl.col("text").str.contains(CANARY))["source_ref"].to_list()
+    done = memory.forget(CID, turns=ref)
+    assert done.turns == 1 and done.build_id is not None
+    assert occurrences(store, tmp_path / "dagster_home", needle=CANARY) == []
+    assert not read_manifest(store, CID).get("commits")
+    assert all(CANARY not in json.dumps(h.to_json()) for h in memory.search(CID, "What glaze did Maya use?", k=10))
+    # and an add after it is a commit again, without the forgotten turn
+    again = memory.add(CID, [{"speaker": "Jon", "text": "Which glaze was it?", "timestamp": "2024-02-14T19:05:00"}], session_id="s2")
+    assert again.commit is not None and occurrences(store, needle=CANARY) == []
