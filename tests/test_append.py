@@ -170,3 +170,34 @@ def test_forgetting_an_appended_turn_leaves_nothing_of_it(appended, tmp_path):
     # and an add after it is a commit again, without the forgotten turn
     again = memory.add(CID, [{"speaker": "Jon", "text": "Which glaze was it?", "timestamp": "2024-02-14T19:05:00"}], session_id="s2")
     assert again.commit is not None and occurrences(store, needle=CANARY) == []
+
+
+def test_two_processes_appending_to_one_conversation_both_keep_their_turns(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+
+    store = tmp_path / "store"
+    memory = Memory.open(store)
+    memory.add(CID, FIRST, session_id="s1")
+    memory.close()
+    script = textwrap.dedent("""
+        import sys
+        from seem_dagster import Memory
+        who, store = sys.argv[1], sys.argv[2]
+        with Memory.open(store) as memory:
+            for n in range(3):
+                done = memory.add("live", [{"speaker": "Jon", "text": f"{who} says thing number {n} about the kiln.",
+                                            "timestamp": f"2024-03-0{n + 1}T10:00:00", "id": f"{who}-{n}"}], session_id="s3")
+                print(done.commit or done.build_id, flush=True)
+    """)
+    writers = [subprocess.Popen([sys.executable, "-c", script, who, str(store)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for who in ("ann", "bob")]
+    outputs = [w.communicate(timeout=600) for w in writers]
+    assert all(w.returncode == 0 for w in writers), [o[1][-2000:] for o in outputs]
+    refs = set(Memory.open(store).index(CID).passages["source_ref"].to_list())
+    assert {f"{who}-{n}" for who in ("ann", "bob") for n in range(3)} <= refs
+    merged, _ = read_published(store, CID, MEMORY_TABLES)
+    full = rebuilt(tmp_path, store)
+    for asset in MEMORY_TABLES:
+        assert by_key(merged)[asset].equals(by_key(full)[asset]), asset

@@ -59,7 +59,10 @@ def test_add_then_search_and_a_second_add_extracts_only_the_new_turns(tmp_path):
         assert (second.status, second.turns_added, second.passages) == ("changed", 2, 5)
         assert second.extracted == 2  # the first three came from the extraction cache
         assert memory.search("alice", "What class did Alice join?", k=1)[0].source_ref == "m3"
-        assert memory.build_id("alice") == second.build_id and memory.conversations() == ["alice"]
+        # The second add is a commit on the first build (an append), not a run of its own.
+        assert second.build_id is None and second.commit is not None
+        assert memory.build_id("alice") == first.build_id and memory.commit("alice") == second.commit
+        assert memory.conversations() == ["alice"]
         # A turn without an id or a timestamp gets both; the default session is its day.
         third = memory.add("alice", {"speaker": "Alice", "text": "A vase, for my mother."})
         assert third.turns_added == 1 and third.extracted == 1
@@ -77,7 +80,8 @@ def test_a_long_lived_memory_sees_what_another_writer_publishes(tmp_path):
     assert "m3" not in {h.source_ref for h in before.hits}
     added = writer.add("alice", LATER)
     after = reader.query("alice", "What class did Alice join?")
-    assert after.build_id == added.build_id != before.build_id and after.hits[0].source_ref == "m3"
+    assert (after.build_id, after.commit) == (before.build_id, added.commit) and before.commit is None
+    assert after.hits[0].source_ref == "m3"
     reader.close(), writer.close()
 
 
@@ -168,7 +172,7 @@ def test_threads_read_while_turns_are_added(tmp_path):
         while not stop.is_set():
             try:
                 recall = memory.query("alice", "What did Alice say?", k=50)
-                seen.append((recall.build_id, len(recall.hits)))
+                seen.append(((recall.build_id, recall.commit), len(recall.hits)))
             except Exception as err:  # noqa: BLE001 - every failure is what the test looks for
                 errors.append(f"{type(err).__name__}: {err}")
 
@@ -182,7 +186,7 @@ def test_threads_read_while_turns_are_added(tmp_path):
         t.join(timeout=60)
     memory.close()
     assert not errors, errors[:3]
-    per_build: dict[str, set[int]] = {}
+    per_build: dict[tuple, set[int]] = {}
     for build, n in seen:
         per_build.setdefault(build, set()).add(n)
     assert all(len(sizes) == 1 for sizes in per_build.values()) and {next(iter(s)) for s in per_build.values()} <= {3, 4, 5, 6}

@@ -107,7 +107,10 @@ def synonym_edges(
     edges = list(kept)
     comparisons = 0
     if new:
-        sims = vectors[new] @ vectors.T  # new x all
+        # In float64, then rounded to float32: a float32 product's last bits depend on the shape BLAS is
+        # given (new x all), so comparing a few new entities (an append, a new session) would give other
+        # weights than comparing all of them at once; rounded from float64 they are the same.
+        sims = (vectors[new].astype(np.float64) @ vectors.T.astype(np.float64)).astype(np.float32)  # new x all
         comparisons = sims.size
         candidates = []
         for row, i in enumerate(new):

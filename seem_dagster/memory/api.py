@@ -175,8 +175,14 @@ class Memory:
                 pool.close()
 
     def build_id(self, conversation_id: str) -> str:
-        """The build (Dagster run) that published the conversation's memory as it is now."""
+        """The build (Dagster run) that published the conversation's memory as it is now: its base,
+        when appends were published on it since (``commit``)."""
         return self._loaded(conversation_id).build_id
+
+    def commit(self, conversation_id: str) -> str | None:
+        """The last append commit on that build (None: the memory is the build's alone)."""
+        held = self._loaded(conversation_id)
+        return held.commits[-1] if held.commits else None
 
     # ---- reading --------------------------------------------------------------------------------
 
@@ -261,7 +267,7 @@ class Memory:
             calls = [{f: getattr(r, f) for f in ("prompt", "status", "cached", "calls", "prompt_tokens", "completion_tokens", "error")}
                      for r in session.records]
         return Recall(cid, question, answered.date, then, answered.result.mode, hits, seeds, answered.context, answered.seconds,
-                      held.build_id, answered.answer, calls)
+                      held.build_id, answered.answer, calls, held.commits[-1] if held.commits else None)
 
     def search(self, conversation_id: str, question: str, *, k: int = 10, date: datetime | str | None = None,
                as_of: datetime | str | None = None) -> list[Hit]:

@@ -63,13 +63,14 @@ class Recall:
     seed_facts: list[SeedFact]
     context: Context | None  # None when only the ranking was asked for (``Memory.search``)
     seconds: float
-    build_id: str  # the published build the answer was read from
+    build_id: str  # the published build the answer was read from (the base, when appends were published on it)
     answer: dict | None = None  # {"answer", "evidence"} from the answering model
     llm_calls: list[dict] | None = None
+    commit: str | None = None  # the last append commit on that build the answer read (None: none)
 
     def to_json(self) -> dict:
         return {"question": self.question, "conversation_id": self.conversation_id, "date": self.date.isoformat(),
-                "as_of": self.as_of.isoformat() if self.as_of else None, "mode": self.mode, "build_id": self.build_id,
+                "as_of": self.as_of.isoformat() if self.as_of else None, "mode": self.mode, "build_id": self.build_id, "commit": self.commit,
                 "passages": [h.to_json() for h in self.hits], "seed_facts": [s.__dict__ for s in self.seed_facts],
                 "context": self.context.text if self.context else None, "context_tokens": self.context.tokens if self.context else None,
                 "answer": (self.answer or {}).get("answer"), "answer_evidence": (self.answer or {}).get("evidence"),

@@ -17,6 +17,8 @@ from seem_dagster.schemas import Entities
 from seem_dagster.store.cache import ConversationCache
 
 KNOWN, EDGE = "known", "edge"
+# How the saved comparisons' weights were computed: edges saved by another way are not continued from.
+WEIGHTS = "f64"
 
 
 @dataclass
@@ -38,7 +40,7 @@ def build_graph(cache: ConversationCache, facts: pl.DataFrame, config: SeemConfi
     else:  # a static table: cheaper to encode again than to cache
         embedder = backends.embedder(synonyms.embedder)
         vectors = embedder.encode(entities[Entities.name].to_list())
-    name = f"{embedder.name}-{synonyms.threshold}-{synonyms.max_per_node}"
+    name = f"{embedder.name}-{synonyms.threshold}-{synonyms.max_per_node}-{WEIGHTS}"
     saved = cache.table("synonyms", name)
     known = set(saved.filter(pl.col("kind") == KNOWN)["source"].to_list()) if saved is not None else set()
     old_edges = ([tuple(r) for r in saved.filter(pl.col("kind") == EDGE).select("source", "target", "weight").iter_rows()]

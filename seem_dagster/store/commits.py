@@ -21,7 +21,7 @@ import polars as pl
 
 from seem_dagster import faults
 from seem_dagster.store.files import sync
-from seem_dagster.store.manifest import LostRace, SnapshotError, manifest_version, publish_lock, read_manifest, resolve, write_manifest
+from seem_dagster.store.manifest import WITH_COMMITS, LostRace, SnapshotError, manifest_version, publish_lock, read_manifest, resolve, write_manifest
 from seem_dagster.store.snapshot import BUILDS, EXTENSION, build_folder, check_build_id, content_fingerprint, write_table
 
 # Each table's row identity: a commit's row replaces the row of the same key.
@@ -120,7 +120,7 @@ def publish_commit(root, conversation_id: str, commit_id: str, base_build: str, 
                               "being made; nothing of the append was published (its turns are in the input log)")
         commit = {"id": commit_id, "at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "turns": turns,
                   "tables": entries, "rows": rows}
-        manifest = {**current, "commits": [*commits_of(current), commit], "source": source or current.get("source"),
+        manifest = {**current, "format": WITH_COMMITS, "commits": [*commits_of(current), commit], "source": source or current.get("source"),
                     "base_source": current.get("base_source", current.get("source"))}
         sync(paths)
         faults.point("append.before_manifest")

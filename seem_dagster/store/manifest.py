@@ -23,6 +23,10 @@ from seem_dagster.store.locks import exclusive
 
 FOLDER = "_manifests"
 FORMAT = 1
+# A manifest that lists append commits is of format 2, so a reader that knows no commits refuses it
+# instead of reading the base build alone.
+WITH_COMMITS = 2
+FORMATS = (FORMAT, WITH_COMMITS)
 
 
 class SnapshotError(RuntimeError):
@@ -54,8 +58,9 @@ def read_manifest(root, conversation_id: str) -> dict | None:
         return None
     except ValueError as err:
         raise SnapshotError(f"{path}: unreadable manifest ({err}); rebuild the conversation") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("tables"), dict):
-        raise SnapshotError(f"{path}: not a manifest of format {FORMAT}; rebuild the conversation")
+    if not isinstance(data, dict) or data.get("format") not in FORMATS or not isinstance(data.get("tables"), dict):
+        raise SnapshotError(f"{path}: not a manifest of format {' or '.join(map(str, FORMATS))}; rebuild the conversation "
+                            "(or read it with the seem-dagster that wrote it)")
     return data
 
 
