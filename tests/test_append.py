@@ -139,6 +139,26 @@ def test_a_build_compacts_the_commits_into_a_fresh_base(appended, tmp_path, monk
     assert not left & commit_folders
 
 
+def test_the_nightly_schedule_compacts_a_memory_that_took_appends(appended):
+    from datetime import datetime
+
+    from dagster import DagsterInstance, SkipReason, build_schedule_context
+
+    from seem_dagster.defs.assemble import build_defs
+    from seem_dagster.defs.schedules import nightly_rebuild
+
+    memory, store, _ = appended
+    instance = DagsterInstance.get()
+    context = build_schedule_context(instance=instance, scheduled_execution_time=datetime(2026, 1, 2, 3), resources={"seem": memory.config})
+    (request,) = list(nightly_rebuild(context))
+    assert request.partition_key == CID
+    job = build_defs(memory.resolved).resolve_job_def("build_memory")
+    assert job.execute_in_process(instance=instance, partition_key=CID, tags=request.tags).success
+    assert not read_manifest(store, CID).get("commits")
+    context = build_schedule_context(instance=instance, scheduled_execution_time=datetime(2026, 1, 3, 3), resources={"seem": memory.config})
+    assert isinstance(nightly_rebuild(context), SkipReason)  # compacted: nothing to do
+
+
 def test_after_compact_after_commits_the_next_add_is_built_by_the_build_job(tmp_path, monkeypatch):
     monkeypatch.setenv("SEEM_STORE_COMPACT_AFTER", "2")
     memory = Memory.open(tmp_path / "store")
