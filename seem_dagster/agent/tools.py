@@ -286,7 +286,7 @@ class MemoryTools:
         except BuildFailed as err:  # the turns are kept in the input log; the next build takes them
             raise ToolInputError(f"the turns are stored but their build failed: {str(err).splitlines()[0] if str(err) else ''}") from None
         return {"conversation_id": cid, "status": done.status, "turns_added": done.turns_added, "turns": done.passages,
-                "build_id": done.build_id}
+                "build_id": done.build_id, "commit": done.commit}
 
     def forget(self, turns: list[str] | None = None, session_id: str | None = None, speaker: str | None = None,
                before: str | None = None, conversation_id: str | None = None) -> dict:
