@@ -51,11 +51,13 @@ def logged_refs(store: Path, cid: str = CID) -> list[str]:
 
 def add_killed_mid_build(store: Path, turns: list[dict], written=None) -> None:
     """`Memory.add` in a process killed with SIGKILL once its build has written its first table (or
-    once ``written()`` says so): the turns are in the input log, not in the published memory."""
+    once ``written()`` says so): the turns are in the input log, not in the published memory. The add
+    is a run of the build job (``store.append`` off): an append publishes within milliseconds of its
+    first table, so a kill from outside could land after it (test_crash_points kills appends at named points)."""
     before = {p.name for p in (store / "_builds" / CID).iterdir()}
     started = lambda: any((b / "passages.parquet").exists() for b in (store / "_builds" / CID).iterdir() if b.name not in before)  # noqa: E731
     proc = subprocess.Popen([sys.executable, "-c", ADD_SCRIPT, str(store), CID, json.dumps(turns)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "SEEM_STORE_APPEND": "false"})
     try:
         deadline = time.monotonic() + 300
         while not (written or started)():
