@@ -11,7 +11,8 @@ gained a frame, an entity's passages, a fact edge's weight) is published as one 
 publish, table for table; compaction (a build) makes it the base again.
 
 Not done yet (issue 55): each step still reads and derives its whole table in memory (ms per
-thousand turns, no model work), and a reader loads the whole memory again after each commit.
+thousand turns, no model work), and a reader makes its whole index again after each commit (it
+reads only the new commit's files).
 """
 
 from __future__ import annotations

@@ -13,7 +13,6 @@ whole tables and a manifest without commits (``builds.publish``).
 
 from __future__ import annotations
 
-import json
 import secrets
 from datetime import datetime, timezone
 
@@ -151,7 +150,3 @@ def commit_paths(manifest: dict | None) -> list[str]:
             out += [entry["path"] for entry in commit["tables"].values()]
     return out
 
-
-def describe(manifest: dict | None) -> str:
-    commits = commits_of(manifest)
-    return json.dumps({"base": (manifest or {}).get("build_id"), "commits": [c["id"] for c in commits]})
