@@ -83,6 +83,7 @@ def test_adds_to_a_current_memory_are_commits_that_equal_a_build_of_the_same_inp
     for (added, found), t in zip(done, LATER):
         assert added.commit is not None and added.commit.startswith(PREFIX) and added.build_id is None, added
         assert added.status == "changed" and added.turns_added == 1, added
+        assert added.appended == "by step", added  # only the new turn's work, not the whole conversation's
         assert t["text"] in found  # searchable as soon as add returns
     assert [a.passages for a, _ in done] == [4, 5, 6, 7]
     manifest = read_manifest(store, CID)
@@ -104,6 +105,22 @@ def test_adds_to_a_current_memory_are_commits_that_equal_a_build_of_the_same_inp
     # A commit holds the rows it adds or changes, not the memory.
     last = manifest["commits"][-1]["tables"]
     assert last["passages"]["rows"] == 1 and "questions" not in last
+
+
+def test_a_turn_the_steps_cannot_take_alone_is_appended_from_the_whole_conversation(appended, tmp_path):
+    memory, store, _ = appended
+    # A new speaker changes every turn's extraction input (the speakers resolve "you"): the whole
+    # conversation is built in process, and the next turn is appended by step again.
+    guest = memory.add(CID, [{"speaker": "Ana", "text": "Hi both, I am Ana, I live in York too.", "timestamp": "2024-02-14T19:05:00"}],
+                       session_id="s2")
+    assert guest.commit is not None and guest.appended.startswith("whole conversation: a new turn names a new speaker"), guest
+    after = memory.add(CID, [{"speaker": "Maya", "text": "Welcome Ana, we should visit the York pottery studio.",
+                              "timestamp": "2024-02-14T19:06:00"}], session_id="s2")
+    assert after.commit is not None and after.appended == "by step", after
+    merged, _ = read_published(store, CID, MEMORY_TABLES)
+    full = rebuilt(tmp_path, store)
+    for asset in MEMORY_TABLES:
+        assert by_key(merged)[asset].equals(by_key(full)[asset]), asset
 
 
 def test_another_process_reads_the_commits_and_a_reader_of_the_store_alone_sees_them(appended, tmp_path):

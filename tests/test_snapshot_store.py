@@ -127,6 +127,32 @@ def test_a_growing_cache_is_appended_in_segments_and_folded_back(root, tmp_path)
     assert len(list(parts.iterdir())) == 1
 
 
+@pytest.mark.parametrize("root", ["local", "memory://seem-test-cache-big"])
+def test_a_few_rows_beside_a_big_table_are_merged_into_one_segment_until_they_are_a_share_of_it(root, tmp_path):
+    """Appends (a turn at a time) never rewrite a big table: their segments are merged into one, and
+    folded into the table only once they hold FOLD_SHARE's share of it."""
+    from seem_dagster.store.cache import COMPACT_AT, FOLD_SHARE, ConversationCache
+
+    cache = ConversationCache(tmp_path if root == "local" else UPath(root), "conv/2")
+    path = cache.path("embeddings", "m")
+    parts = path.parent / (path.name[: -len(snapshot.EXTENSION)] + ".parts")
+    big = [f"b{i:03d}" for i in range(100)]
+    cache.put_table("embeddings", "m", _vectors(big))
+    table_before = snapshot.read_table(path)
+    added = []
+    while (len(added) + 1) * FOLD_SHARE < len(big):
+        added.append(f"n{len(added):03d}")
+        cache.append_rows("embeddings", "m", _vectors([added[-1]]), "text_hash")
+        assert snapshot.read_table(path).equals(table_before)  # the table is never written again
+        assert len(list(parts.iterdir())) < COMPACT_AT
+        assert cache.table("embeddings", "m")["text_hash"].to_list() == [*big, *added]
+    while path.exists() and snapshot.read_table(path).height == len(big):
+        added.append(f"n{len(added):03d}")
+        cache.append_rows("embeddings", "m", _vectors([added[-1]]), "text_hash")
+    assert len(added) * FOLD_SHARE >= len(big) and list(parts.iterdir()) == []  # a share of it: folded in
+    assert cache.table("embeddings", "m")["text_hash"].to_list() == sorted([*big, *added])
+
+
 def test_a_segment_removed_by_a_concurrent_compaction_is_skipped_not_an_error(tmp_path, monkeypatch):
     from seem_dagster.store import cache as cache_module
 

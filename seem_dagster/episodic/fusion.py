@@ -182,7 +182,7 @@ class _Members:
         return best.astype(np.float64)
 
 
-def _members(episodes: Sequence[Episode], dim: int) -> dict[str, _Members]:
+def member_index(episodes: Sequence[Episode], dim: int) -> dict[str, _Members]:
     """The saved episodes' members by conversation, in the order fusion joined them."""
     out: dict[str, _Members] = {}
     joined = []
@@ -204,14 +204,18 @@ def fuse(
     config: FusionConfig,
     episodes: Sequence[Episode] = (),
     stats: FusionStats | None = None,
+    members: dict[str, _Members] | None = None,
 ) -> list[Episode]:
-    """Fuse ``frames`` (any order; processed in time order) into ``episodes`` (kept, extended)."""
+    """Fuse ``frames`` (any order; processed in time order) into ``episodes`` (kept, extended).
+    ``members``: ``member_index(episodes)`` kept from an earlier call, which this one extends (an
+    append fuses a few frames into a memory's episodes without indexing all their members again)."""
     stats = stats if stats is not None else FusionStats()
     result = list(episodes)
     frames = sorted(frames, key=lambda f: f.order)
     if not frames:
         return result
-    members = _members(result, len(frames[0].vector))
+    if members is None:
+        members = member_index(result, len(frames[0].vector))
     for frame in frames:
         stats.frames += 1
         index = members.setdefault(frame.conversation_id, _Members(len(frame.vector)))

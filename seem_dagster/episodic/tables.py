@@ -26,13 +26,14 @@ def _anchors(events, speakers: set[str]) -> frozenset[str]:
     return frozenset(n.lower() for n in names if n and n not in speakers)
 
 
-def frame_items(frames: pl.DataFrame, passages: pl.DataFrame, vectors: np.ndarray) -> list[FrameItem]:
-    """One FrameItem per frame row; ``vectors`` are the frames' summary vectors in row order."""
+def frame_items(frames: pl.DataFrame, passages: pl.DataFrame, vectors: np.ndarray, speakers: set[str] | None = None) -> list[FrameItem]:
+    """One FrameItem per frame row; ``vectors`` are the frames' summary vectors in row order.
+    ``speakers``: the conversation's, when ``passages`` holds only the frames' own turns."""
     position = {
         r[Passages.passage_id]: (r[Passages.session_index], r[Passages.turn_index])
         for r in passages.select(Passages.passage_id, Passages.session_index, Passages.turn_index).iter_rows(named=True)
     }
-    speakers = set(passages[Passages.speaker].unique().to_list())
+    speakers = speakers if speakers is not None else set(passages[Passages.speaker].unique().to_list())
     items = []
     for row, vector in zip(frames.iter_rows(named=True), vectors, strict=True):
         session_index, turn_index = position[row[EventFrames.passage_id]]

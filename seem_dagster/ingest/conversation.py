@@ -28,10 +28,23 @@ class Conversation:
 
     @property
     def fingerprint(self) -> str:
-        """Changes whenever any turn or question changes: the sensor compares it to decide on reruns."""
+        """Changes whenever any turn or question changes: the sensor compares it to decide on reruns.
+        Kept for the tables it was computed from (copies of one parse share them: an add registers
+        and builds the same turns)."""
+        for passages, questions, value in _FINGERPRINTS:
+            if passages is self.passages and questions is self.questions:
+                return value
         rows = self.passages.select(Passages.passage_id, Passages.timestamp, Passages.source_ref).rows()
         qrows = self.questions.select(Questions.question_id, Questions.question).rows()
-        return ids.fingerprint([repr(r) for r in rows] + [repr(r) for r in qrows])
+        value = ids.fingerprint([repr(r) for r in rows] + [repr(r) for r in qrows])
+        _FINGERPRINTS.insert(0, (self.passages, self.questions, value))
+        del _FINGERPRINTS[2:]
+        return value
+
+
+# (passages, questions, fingerprint) of the last conversations fingerprinted; emptied with the parsed
+# files (``ingest.load.clear_parsed``), so no table of a forgotten turn stays.
+_FINGERPRINTS: list[tuple[pl.DataFrame, pl.DataFrame, str]] = []
 
 
 class ConversationBuilder:

@@ -18,9 +18,12 @@ Questions (optional, ``--questions``) use the same one-object-per-line form::
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from datetime import datetime
+
+import polars as pl
 
 from seem_dagster.config import IngestConfig
 from seem_dagster.ingest import dates
@@ -36,8 +39,8 @@ FIELDS = ("conversation_id", "session_id", "timestamp", "speaker", "text", "id")
 QUESTION_FIELDS = ("question_id", "conversation_id", "question", "question_date", "answer", "category", "evidence")
 
 
-def _objects(text: str, file: str) -> Iterator[tuple[int, Located, dict]]:
-    for line_no, line in enumerate(jsonl_lines(text), start=1):
+def _objects(text: str, file: str, first_line: int = 1) -> Iterator[tuple[int, Located, dict]]:
+    for line_no, line in enumerate(jsonl_lines(text), start=first_line):
         if not line.strip():
             continue
         at = Located(file, f"line {line_no}")
@@ -70,28 +73,36 @@ def _conversation_id(at: Located, obj: dict) -> str:
         raise at.fail("conversation_id", str(err)) from None
 
 
+def _turn(at: Located, obj: dict, options: IngestConfig) -> tuple[str, str, str, datetime, str | None, str | None]:
+    """A line's (conversation, session, speaker, timestamp, id, text), validated; text None: an empty
+    turn to skip (``ingest.allow_empty_turns``)."""
+    at.only(obj, FIELDS, "a line")
+    cid = _conversation_id(at, obj)
+    session_id = at.text(obj, "session_id")
+    speaker = at.text(obj, "speaker")
+    timestamp = _timestamp(at, obj, "timestamp")
+    msg_id = at.identifier(obj, "id", (str, int), optional=True)
+    try:
+        body = at.text(obj, "text", max_chars=options.max_turn_chars)
+    except InputError as err:
+        if err.problem != "empty text" or not options.allow_empty_turns:
+            raise
+        body = None
+    return cid, session_id, speaker, timestamp, None if msg_id is None else str(msg_id), body
+
+
 def read(text: str, file: str, options: IngestConfig) -> list[Conversation]:
     # conversation -> session -> [(line, at, speaker, text, timestamp, id)]
     grouped: dict[str, dict[str, list[tuple]]] = {}
     ids_seen: dict[tuple[str, str], int] = {}
     skipped: dict[str, list[str]] = {}
     for line_no, at, obj in _objects(text, file):
-        at.only(obj, FIELDS, "a line")
-        cid = _conversation_id(at, obj)
-        session_id = at.text(obj, "session_id")
-        speaker = at.text(obj, "speaker")
-        timestamp = _timestamp(at, obj, "timestamp")
-        msg_id = at.identifier(obj, "id", (str, int), optional=True)
-        try:
-            body = at.text(obj, "text", max_chars=options.max_turn_chars)
-        except InputError as err:
-            if err.problem != "empty text" or not options.allow_empty_turns:
-                raise
+        cid, session_id, speaker, timestamp, msg_id, body = _turn(at, obj, options)
+        if body is None:
             skipped.setdefault(cid, []).append(f"{at.record}: empty text")
             grouped.setdefault(cid, {})  # a conversation whose every turn is empty is still reported
             continue
         if msg_id is not None:
-            msg_id = str(msg_id)
             if (cid, msg_id) in ids_seen:
                 raise at.fail("id", f"duplicate id {msg_id!r} (also line {ids_seen[(cid, msg_id)]})")
             ids_seen[(cid, msg_id)] = line_no
@@ -117,6 +128,53 @@ def read(text: str, file: str, options: IngestConfig) -> list[Conversation]:
                 )
         conversations.append(builder.build())
     return conversations
+
+
+def extend(previous: list[Conversation], text: str, first_line: int, file: str, options: IngestConfig) -> list[Conversation] | None:
+    """``read`` of a file whose earlier lines ``previous`` is the parse of and whose next lines are
+    ``text`` (from line ``first_line``), reading only those: what an add to the store's input log
+    needs. None when only ``read`` of the whole file can tell (the lines are not one conversation's
+    turns, each with an ``id`` the file does not hold yet, in its last session or in later ones; an
+    empty turn; an earlier file with skipped turns or questions): the caller reads the whole file."""
+    if len(previous) != 1 or previous[0].skipped or not previous[0].questions.is_empty() or previous[0].passages.is_empty():
+        return None
+    (conv,) = previous
+    old = conv.passages
+    last = old.row(old.height - 1, named=True)
+    last_session, sessions = last[Passages.session_id], last[Passages.session_index] + 1
+    last_start = old.filter(pl.col(Passages.session_id) == last_session)[Passages.timestamp].min()
+    turns_in_last = old.filter(pl.col(Passages.session_id) == last_session).height
+    new: dict[str, list[tuple]] = {}
+    seen: dict[str, int] = {}
+    for line_no, at, obj in _objects(text, file, first_line):
+        cid, session_id, speaker, timestamp, msg_id, body = _turn(at, obj, options)
+        if cid != conv.conversation_id or body is None or msg_id is None:
+            return None
+        if msg_id in seen:
+            raise at.fail("id", f"duplicate id {msg_id!r} (also line {seen[msg_id]})")
+        seen[msg_id] = line_no
+        new.setdefault(session_id, []).append((speaker, body, timestamp, msg_id))
+    if not new or old[Passages.source_ref].is_in(list(seen)).any():
+        return None  # an id the file holds already: read names both lines
+    known = set(old[Passages.session_id].unique().to_list())
+    if any(s in known and s != last_session for s in new):
+        return None  # a turn of an earlier session: the sessions after it move
+    if last_session in new and min(t[2] for t in new[last_session]) < last_start:
+        return None  # the last session would start earlier: the order of sessions may change
+    later = [s for s in new if s != last_session]
+    if any(min(t[2] for t in new[s]) < last_start for s in later):
+        return None  # a new session starting before the last one: it goes between
+    builder = ConversationBuilder(conv.conversation_id, conv.source_file, conv.source_format)
+    for turn_index, (speaker, body, timestamp, msg_id) in enumerate(new.get(last_session, []), start=turns_in_last):
+        builder.add_turn(session_id=last_session, session_index=sessions - 1, turn_index=turn_index, speaker=speaker, text=body,
+                         timestamp=timestamp, source_ref=msg_id)
+    # later sessions in read's order: by their first timestamp, then their first line (the order met here)
+    for session_index, session_id in enumerate(sorted(later, key=lambda s: min(t[2] for t in new[s])), start=sessions):
+        for turn_index, (speaker, body, timestamp, msg_id) in enumerate(new[session_id]):
+            builder.add_turn(session_id=session_id, session_index=session_index, turn_index=turn_index, speaker=speaker, text=body,
+                             timestamp=timestamp, source_ref=msg_id)
+    added = builder.build()
+    return [dataclasses.replace(conv, passages=pl.concat([old, added.passages]), skipped=[])]
 
 
 def _ref_clash(file: str, ref: str, this: tuple[int, bool], other: tuple[int, bool]) -> InputError:

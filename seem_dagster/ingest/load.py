@@ -25,12 +25,18 @@ _PARSED_MAX = 2
 # unchanged by its stat alone instead of reading and hashing it again (for a file of hundreds of MB,
 # a large part of a small conversation's run).
 _READ: dict[tuple, tuple[tuple, tuple]] = {}
+# What a writer last gave a file (parse_to_write): (file, format, options) -> (its length, its key in _PARSED).
+_WRITTEN: dict[tuple, tuple[int, tuple]] = {}
 
 
 def clear_parsed() -> None:
     """Drop every parsed file this process keeps (after a forget: no copy of a forgotten turn stays in memory)."""
+    from seem_dagster.ingest.conversation import _FINGERPRINTS
+
     _PARSED.clear()
     _READ.clear()
+    _WRITTEN.clear()
+    _FINGERPRINTS.clear()
 
 
 def file_version(path: str | Path | UPath) -> tuple | None:
@@ -95,6 +101,40 @@ def parse_text(text: str, file: str, fmt: str, options: IngestConfig) -> list[Co
     raise InputError(file, None, None, f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
 
+def _remember(key: tuple, parsed: list[Conversation]) -> None:
+    _PARSED[key] = parsed
+    while len(_PARSED) > _PARSED_MAX:
+        gone, _ = _PARSED.popitem(last=False)
+        for asked_before in [a for a, (_, k) in _READ.items() if k == gone]:
+            del _READ[asked_before]
+
+
+def parse_to_write(path: str | Path | UPath, raw: bytes, fmt: str, options: IngestConfig) -> list[Conversation]:
+    """Parse ``raw``, the content a writer is about to give ``path`` (it validates what it writes),
+    and keep the parse as ``load_input``'s of that content: reading the file once it is written
+    parses nothing again. When ``raw`` extends the content this process last parsed for ``path``
+    (an add to the input log), only the lines past it are read (``jsonl.extend``). Raises
+    InputError, naming ``path``."""
+    file = str(path)
+    key = (hashlib.blake2b(raw, digest_size=16).hexdigest(), file, fmt, options)
+    if key not in _PARSED:
+        parsed = _extended(file, raw, fmt, options)
+        _remember(key, parsed if parsed is not None else parse_text(decode(raw, file), file, fmt, options))
+    _WRITTEN[(file, fmt, options)] = (len(raw), key)
+    _PARSED.move_to_end(key)
+    return [dataclasses.replace(c, skipped=list(c.skipped)) for c in _PARSED[key]]
+
+
+def _extended(file: str, raw: bytes, fmt: str, options: IngestConfig) -> list[Conversation] | None:
+    last = _WRITTEN.get((file, fmt, options))
+    if fmt != "jsonl" or last is None or last[1] not in _PARSED:
+        return None
+    length, key = last
+    if len(raw) <= length or raw[length - 1:length] != b"\n" or hashlib.blake2b(raw[:length], digest_size=16).hexdigest() != key[0]:
+        return None
+    return jsonl.extend(_PARSED[key], decode(raw[length:], file), raw.count(b"\n", 0, length) + 1, file, options)
+
+
 def load_input(
     path: str | Path | UPath,
     fmt: str | None = None,
@@ -121,11 +161,7 @@ def load_input(
         text = decode(raw, file)
         key = (hashlib.blake2b(raw, digest_size=16).hexdigest(), file, fmt or detect_format(path, text), options)
         if key not in _PARSED:
-            _PARSED[key] = parse_text(text, file, key[2], options)
-            while len(_PARSED) > _PARSED_MAX:
-                gone, _ = _PARSED.popitem(last=False)
-                for asked_before in [a for a, (_, k) in _READ.items() if k == gone]:
-                    del _READ[asked_before]
+            _remember(key, parse_text(text, file, key[2], options))
         del raw, text
         if version is not None:
             _READ[asked] = (version, key)

@@ -1,18 +1,20 @@
 """`Memory.add`'s append: new turns published as a commit on the conversation's memory, in process.
 
 When the published memory is current (built from the input log with today's settings, nothing
-waiting to be built), the turns an add logged are built here, without a Dagster run: the build's own
-steps (``pipeline``) run on the conversation as the input log now holds it, and their caches make
-them do only the new work: the extraction and the embedding of the new turns, their frames fused
-into the saved episodes, their entities compared for synonyms. What differs from the published
-memory (the new rows, and the rows the new turns change: a property's ``valid_to``, an episode that
-gained a frame, an entity's passages, a fact edge's weight) is published as one commit
-(``store.commits``). The memory a reader sees is therefore the one a build of the same input would
-publish, table for table; compaction (a build) makes it the base again.
+waiting to be built), the turns an add logged are built here, without a Dagster run, by the append's
+own steps (``memory.increment``): they extract, embed, fuse and link only the new turns, continuing
+from what the writer keeps of the memory, and give the rows a build of the same input would add or
+change (a property's ``valid_to``, an episode that gained a frame, an entity's passages, a fact
+edge's weight). When the new turns do not fit those steps (they come before a turn already built,
+or name a new speaker), the build's own steps (``pipeline``) run on the whole conversation in
+process instead, their caches doing only the new model work, and what differs from the published
+memory is what is published. Either way the rows are published as one commit (``store.commits``):
+the memory a reader sees is the one a build of the same input would publish, table for table, and
+compaction (a build) makes it the base again.
 
-Not done yet (issue 55): each step still reads and derives its whole table in memory (ms per
-thousand turns, no model work), and a reader makes its whole index again after each commit (it
-reads only the new commit's files).
+Not done yet (issue 55): an add still reads the whole input log (to validate the new turns against
+it and register it), and a reader makes its whole index again after each commit (it reads only the
+new commit's files).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import polars as pl
 
 from seem_dagster import faults
 from seem_dagster.config import SeemConfig
+from seem_dagster.memory import increment
 from seem_dagster.memory.published import manifest_key
 from seem_dagster.pipeline.episodes import build_episodes
 from seem_dagster.pipeline.extract import extract_conversations
@@ -46,7 +49,8 @@ class Appended:
     changed_rows: dict[str, int]
     seconds: float
     manifest: dict  # the manifest the commit published
-    tables: dict[str, pl.DataFrame]  # the memory as a reader of that manifest sees it (MEMORY_TABLES)
+    live: increment.Live  # the memory as a reader of that manifest sees it, and the state the next append continues from
+    how: str  # "by step", or "whole conversation: <why the steps could not take the new turns alone>"
 
 
 def why_not(root, conversation_id: str, config: SeemConfig) -> str | None:
@@ -69,35 +73,45 @@ def why_not(root, conversation_id: str, config: SeemConfig) -> str | None:
     return why_rebuild(root, conversation_id, config)
 
 
-def append(root, conversation_id: str, config: SeemConfig, new_turns: int, held: tuple[str, dict] | None = None) -> Appended:
+def append(root, conversation_id: str, config: SeemConfig, new_turns: int, held: increment.Live | None = None) -> Appended:
     """Build what the input log holds beyond the published memory and publish it as one commit
     (raises ``commits.CommitError`` when another writer published meanwhile: nothing published).
-    ``held``: (memory key, tables) of the memory as this process last saw it, used when it is still
-    the published one instead of reading it again."""
+    ``held``: what this process kept of the memory it last saw, used when that is still the published
+    one instead of reading it again; it is advanced by the append (a caller drops it on an error)."""
     started = time.perf_counter()
     manifest = read_manifest(root, conversation_id)
-    if held is not None and manifest is not None and held[0] == manifest_key(manifest):
-        current = held[1]
+    if held is not None and manifest is not None and held.key == manifest_key(manifest):
+        live = held
     else:
         current, manifest = read_published(root, conversation_id, MEMORY_TABLES)
+        live = increment.Live(manifest_key(manifest), current)
+    current = live.tables
     source, conversation, _ = read_registered(root, conversation_id)
     record = {**source.to_json(), "fingerprint": conversation.fingerprint}
     passages = conversation.passages
-    made, extracted = _build(root, conversation_id, passages, conversation.questions, config)
-    made = {asset: frame.select(current[asset].columns) for asset, frame in made.items()}
-    tables = {asset: commits.changes(current[asset], frame, commits.KEYS[asset]) for asset, frame in made.items()}
-    rows = {asset: frame.height for asset, frame in made.items()}
+    cache = ConversationCache(root, conversation_id)
+    try:
+        new = increment.new_turns(live, passages)
+        made = increment.increment(live, new, cache, config)
+        tables, extracted, how = made.tables, made.extracted, "by step"
+    except increment.Unfit as why:
+        live = increment.Live(live.key, current)  # the steps' state is made again from the tables the build gives
+        whole, extracted = _build(root, conversation_id, passages, conversation.questions, config)
+        tables = {asset: commits.changes(current[asset], frame.select(current[asset].columns), commits.KEYS[asset])
+                  for asset, frame in whole.items()}
+        how = f"whole conversation: {why}"
+    seen = {a: commits.apply(current[a], *tables[a], commits.KEYS[a]) if a in tables else current[a] for a in current}
     commit_id = commits.new_id()
     builds.claim(root, conversation_id, commit_id, in_process=True)  # a commit killed before its publish is this process's to tidy
     done = commits.publish_commit(root, conversation_id, commit_id, manifest["build_id"], len(commits.commits_of(manifest)), tables,
-                                  rows=rows, source=record, turns=new_turns)
+                                  rows={a: f.height for a, f in seen.items()}, source=record, turns=new_turns)
     published = sources.Source.from_json(source.to_json())
     sources.write_published(root, published)
     sources.clear_pending(root, conversation_id, only_if=published)
     faults.point("append.after_sources")
-    seen = {a: commits.apply(current[a], changed, gone, commits.KEYS[a]) for a, (changed, gone) in tables.items()}
+    live.tables, live.key = seen, manifest_key(done)
     return Appended(done["commits"][-1]["id"], passages.height, new_turns, extracted,
-                    {a: f.height + len(d) for a, (f, d) in tables.items() if f.height or d}, time.perf_counter() - started, done, seen)
+                    {a: f.height + len(d) for a, (f, d) in tables.items() if f.height or d}, time.perf_counter() - started, done, live, how)
 
 
 def _build(root, conversation_id: str, passages: pl.DataFrame, questions: pl.DataFrame, config: SeemConfig

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from seem_dagster.forgetting import journal
 from seem_dagster.retrieval.index import MemoryIndex
@@ -47,10 +47,20 @@ def _digest(value) -> str:
 @dataclass
 class Loaded:
     key: str
-    index: MemoryIndex
+    built: MemoryIndex | None  # None: made from ``tables`` at the first read that asks for it (``index``)
     build_id: str
     tables: dict | None = None  # the tables the index was made from (TABLES), to apply later commits to
     commits: tuple[str, ...] = ()  # the append commits applied
+    _making: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def index(self) -> MemoryIndex:
+        """The memory's index; a writer's install leaves it to the first read (an add returns without making it)."""
+        if self.built is None:
+            with self._making:
+                if self.built is None:
+                    self.built = index_of(self.tables)
+        return self.built
 
 
 class Published:
@@ -105,14 +115,14 @@ class Published:
             tables = merged_tables(self.root, {"commits": commits_of(manifest)[len(held.commits):]}, held.tables)
         except (SnapshotError, FileNotFoundError):
             return None  # replaced meanwhile: read whole
-        return Loaded(manifest_key(manifest), index_of(tables), held.build_id, tables, tuple(ids))
+        return Loaded(manifest_key(manifest), None, held.build_id, tables, tuple(ids))
 
     def install(self, conversation_id: str, manifest: dict, tables: dict) -> None:
         """What a writer of this process just published (``manifest``) and the tables it holds, so the
         next read needs no file: an append's own turns are searchable at once."""
         mine = {a: tables[a] for a in TABLES}
         with self._lock(conversation_id):
-            self._indexes[conversation_id] = Loaded(manifest_key(manifest), index_of(mine), manifest["build_id"], mine,
+            self._indexes[conversation_id] = Loaded(manifest_key(manifest), None, manifest["build_id"], mine,
                                                     tuple(c["id"] for c in commits_of(manifest)))
 
     def sql_scope(self, conversations) -> tuple:

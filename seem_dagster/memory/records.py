@@ -93,6 +93,8 @@ class Added:
     skipped: tuple[str, ...] = ()  # empty turns skipped (ingest.allow_empty_turns), each with where it was
     step_seconds: dict[str, float] = field(default_factory=dict)
     commit: str | None = None  # the append commit that published the turns, in process (build_id is then None)
+    # how the append made its rows: "by step" (only the new turns' work), or "whole conversation: <why>"
+    appended: str | None = None
 
     def to_json(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}

@@ -9,6 +9,7 @@ the UI, and a forget deletes the conversation's runs from it), else an in-memory
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -24,7 +25,7 @@ from seem_dagster.forgetting import journal, sweep, tombstones
 from seem_dagster.forgetting.selection import ForgetError, select, selection
 from seem_dagster.ingest import InputError, jsonl
 from seem_dagster.ingest.dates import parse_iso
-from seem_dagster.ingest.load import clear_parsed
+from seem_dagster.ingest.load import clear_parsed, parse_to_write
 from seem_dagster.memory import append
 from seem_dagster.memory.errors import BuildFailed, InvalidRequest, UnknownConversation
 from seem_dagster.memory.records import Added, Forgotten
@@ -61,7 +62,8 @@ class Writer:
     def __init__(self, memory):
         self.memory = memory
         self._lock = threading.RLock()  # one write at a time per Memory: a build has the cores anyway
-        self._current: dict[str, tuple[str, dict]] = {}  # conversation -> (memory key, tables) this writer's last append left
+        self._current: dict[str, append.increment.Live] = {}  # conversation -> the memory this writer's last append left
+        self._logged: dict[str, tuple[int, str, dict]] = {}  # conversation -> its input log as last read (_logged_lines)
         self._defs = None
         self._instance = None
 
@@ -140,7 +142,8 @@ class Writer:
                                      "(`seem build`, `Memory.add_file`), or add them under another conversation id")
             stones = tombstones.read(self.store, cid)
             before = input_log.read(self.store, cid)
-            fresh = _not_logged(before, lines)  # a retried add: turns with ids already in the log are not added again
+            logged = self._logged_lines(cid, before)
+            fresh = _not_logged(logged, lines)  # a retried add: turns with ids already in the log are not added again
             kept = [line for line in fresh if not _names_forgotten(line, stones)]
             dropped = len(fresh) - len(kept)
             if not kept and len(fresh) == len(lines):  # every turn was forgotten before: the log never holds them again
@@ -150,10 +153,9 @@ class Writer:
             # Asked before the log changes: whether the memory is current, so these turns can be appended to it.
             not_appended = append.why_not(self.store, cid, self.config) if kept else "nothing new"
             if kept:
-                text = before + "\n".join(_with_ids(before, kept, stones)) + "\n"
-                label = str(input_log.log_path(self.store, cid))
-                try:
-                    jsonl.read(text, label, options)
+                text = before + "\n".join(_with_ids(logged, kept, stones)) + "\n"
+                try:  # the parse is kept for the registration and the append below, which read the log as written
+                    parse_to_write(log_file, text.encode("utf-8"), jsonl.FORMAT, options)
                 except InputError as err:  # a clash with an earlier turn (a reused id): name the new turn
                     raise _as_turn_error(err, before, cid) from None
                 faults.point("add.before_log_write")
@@ -163,22 +165,38 @@ class Writer:
             if reg.status == "unchanged" and why_rebuild(self.store, cid, self.config) is None:
                 return replace(self._added(reg, None, started, earlier, "current"), forgotten=dropped)
             if not_appended is None and reg.status == "changed":
+                held = self._current.pop(cid, None)  # advanced by the append: kept again only once it is published
                 try:
-                    done = append.append(self.store, cid, self.config, len(kept), self._current.get(cid))
+                    done = append.append(self.store, cid, self.config, len(kept), held)
                 except commits.CommitError as err:  # another writer published meanwhile: the build below takes the turns
                     log.info("the add to %s is built by the build job: %s", cid, err)
                 else:
-                    self._current[cid] = (append.manifest_key(done.manifest), done.tables)
-                    self.memory._published.install(cid, done.manifest, done.tables)
+                    self._current[cid] = done.live
+                    self.memory._published.install(cid, done.manifest, done.live.tables)
                     self._observe(cid, done)
                     return Added(cid, reg.status, done.passages - (earlier or 0), done.passages, None, time.perf_counter() - started,
                                  done.extracted, dropped, reg.excluded, tuple(reg.skipped), {"append": round(done.seconds, 3)},
-                                 commit=done.commit_id)
+                                 commit=done.commit_id, appended=done.how)
             outcome = self._build([reg], log_file)[cid]
         if not outcome.success:
             raise BuildFailed(self._failed(cid, outcome) + "; the turns are kept in the store's input log and the next build takes them",
                               outcome.log_path)
         return replace(self._added(reg, outcome, started, earlier), forgotten=dropped)
+
+    def _logged_lines(self, cid: str, before: str) -> dict[str, dict]:
+        """The input log's lines by their ``id`` (``before``: its text now), reading only the lines past
+        what this writer read of it last time, when the log still starts with that."""
+        held = self._logged.get(cid)
+        if held is not None and len(before) >= held[0] and _digest(before[:held[0]]) == held[1]:
+            lines, rest = held[2], before[held[0]:]
+        else:  # another writer's rewrite (a forget), or the first add of this process
+            lines, rest = {}, before
+        for line in jsonl_lines(rest):
+            if line.strip():
+                obj = json.loads(line)
+                lines[str(obj.get("id"))] = obj
+        self._logged[cid] = (len(before), _digest(before), lines)
+        return lines
 
     def _observe(self, cid: str, done) -> None:
         """An append in the Dagster UI: an observation of the conversation's ``passages`` partition
@@ -193,7 +211,8 @@ class Writer:
                 asset_key=AssetKey("passages"), partition=cid, description="turns appended by Memory.add (a commit, no run)",
                 metadata={"commit": MetadataValue.text(done.commit_id), "turns_appended": MetadataValue.int(done.new_turns),
                           "passages": MetadataValue.int(done.passages), "extracted": MetadataValue.int(done.extracted),
-                          "changed_rows": MetadataValue.json(done.changed_rows), "seconds": MetadataValue.float(round(done.seconds, 3))}))
+                          "changed_rows": MetadataValue.json(done.changed_rows),
+                          "how": MetadataValue.text(done.how), "seconds": MetadataValue.float(round(done.seconds, 3))}))
         except Exception as err:  # noqa: BLE001 - the commit is published; the UI's record of it is not worth failing the add
             log.warning("the append to %s was published, but the Dagster instance did not take its observation: %s", cid, err)
 
@@ -309,6 +328,7 @@ class Writer:
         faults.point("forget.after_dagster_scrub")
         journal.end(root, cid)
         self._current.pop(cid, None)  # no table of this process holds a forgotten turn
+        self._logged.pop(cid, None)
         self.memory._drop_loaded(cid, sql_workers=True)
         return build_id, removed, warnings
 
@@ -401,14 +421,11 @@ def _pending(root, cid: str):
     return source_to_build(root, cid) if pending_path(root, cid).exists() else None
 
 
-def _with_ids(before: str, lines: list[str], stones: tombstones.Tombstones) -> list[str]:
+def _with_ids(logged: dict[str, dict], lines: list[str], stones: tombstones.Tombstones) -> list[str]:
     """Each new line with an explicit ``id``: ``<session>:<n>``, n past every number of that session
-    the log or a forgotten turn has used, so its input id never changes when an earlier turn is
-    forgotten, never clashes with a turn the log holds and is never a forgotten turn's."""
-    used = set(stones.refs)
-    for line in jsonl_lines(before):
-        if line.strip():
-            used.add(str(json.loads(line).get("id")))
+    the log (``logged``: its lines by id) or a forgotten turn has used, so its input id never changes
+    when an earlier turn is forgotten, never clashes with a turn the log holds and is never a forgotten turn's."""
+    used = set(stones.refs) | set(logged)
     used |= {str(json.loads(line)["id"]) for line in lines if json.loads(line).get("id") is not None}
     following: dict[str, int] = {}
     for ref in used:
@@ -430,15 +447,10 @@ def _with_ids(before: str, lines: list[str], stones: tombstones.Tombstones) -> l
     return out
 
 
-def _not_logged(before: str, lines: list[str]) -> list[str]:
-    """``lines`` but those the log already holds as they are, with their ``id`` (an add retried after a
-    crash or a failed build). A line whose id the log holds with other content stays, and the reader
-    then refuses it as a duplicate id."""
-    logged = {}
-    for line in jsonl_lines(before):
-        if line.strip():
-            obj = json.loads(line)
-            logged[str(obj.get("id"))] = obj
+def _not_logged(logged: dict[str, dict], lines: list[str]) -> list[str]:
+    """``lines`` but those the log (``logged``: its lines by id) already holds as they are, with their
+    ``id`` (an add retried after a crash or a failed build). A line whose id the log holds with other
+    content stays, and the reader then refuses it as a duplicate id."""
     out = []
     for line in lines:
         obj = json.loads(line)
@@ -446,6 +458,10 @@ def _not_logged(before: str, lines: list[str]) -> list[str]:
             continue
         out.append(line)
     return out
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
 
 
 def _as_turn_error(err: InputError, before: str, cid: str) -> InputError:

@@ -51,8 +51,8 @@ def _embedded(cache: ConversationCache, passages: pl.DataFrame, extractor: Extra
     saved = cache.kv("extraction", name)
     inputs = inputs_from_passages(passages)
     run = extract_with_cache(extractor, inputs, saved)
-    if run.new_entries:
-        cache.put_kv("extraction", name, {**saved, **run.new_entries})
+    if run.new_entries:  # only the new results are written: the cache is appended to, as an append's are (memory.increment)
+        cache.append_kv("extraction", name, run.new_entries)
     frames, facts = to_tables(inputs, run.results, extractor.name)
     properties = build_properties(cache, facts, passages, name)
     return Extracted(frames, facts, table(LlmCalls, []), run.misses, f"{extractor.name} v{extractor.version}", properties)

@@ -72,13 +72,17 @@ def _row(cid: str, pid: str, ordinal: int, entity: str, prop: str, value: str, d
     }
 
 
-def candidates(facts: pl.DataFrame, passages: pl.DataFrame, stated: Mapping[str, Sequence[StatedProperty]] | None = None) -> list[dict]:
+def candidates(facts: pl.DataFrame, passages: pl.DataFrame, stated: Mapping[str, Sequence[StatedProperty]] | None = None,
+               *, first_ordinal: int = 0, first_position: int = 0) -> list[dict]:
     """One row per fact that names a property, or per stated property where a model stated them
-    (``stated`` maps passage id -> its properties; a passage absent from it is derived from its facts)."""
+    (``stated`` maps passage id -> its properties; a passage absent from it is derived from its facts).
+    ``first_ordinal``, ``first_position``: where ``facts`` and ``passages`` start in the whole
+    conversation's tables, when they are its last rows (an append derives its new turns' rows alone,
+    and a row's id hashes its fact's place in the whole facts table)."""
     stated = stated or {}
     said = dict(zip(passages[Passages.passage_id].to_list(), passages[Passages.timestamp].to_list()))
     ordered = passages.sort(Passages.session_index, Passages.turn_index)[Passages.passage_id].to_list()
-    position = {p: i for i, p in enumerate(ordered)}
+    position = {p: first_position + i for i, p in enumerate(ordered)}
     rows = []
     for pid, items in stated.items():
         if pid not in said:
@@ -92,7 +96,7 @@ def candidates(facts: pl.DataFrame, passages: pl.DataFrame, stated: Mapping[str,
                        start_of(item.time) or said[pid], said[pid], LLM_SOURCE)
             row["_order"] = (position[pid], ordinal)
             rows.append(row)
-    for ordinal, fact in enumerate(facts.iter_rows(named=True)):
+    for ordinal, fact in enumerate(facts.iter_rows(named=True), start=first_ordinal):
         pid = fact[Facts.passage_id]
         if pid in stated or pid not in said:
             continue

@@ -292,17 +292,25 @@ class MemoryIndex:
     ) -> MemoryIndex:
         passages = passages.sort(Passages.session_index, Passages.turn_index)
         graph = to_igraph(passages, entities[Entities.entity_id].to_list(), edges)
-        lookup = {
-            (k, i): v for k, i, v in zip(vectors[Embeddings.kind].to_list(), vectors[Embeddings.item_id].to_list(), vectors[Embeddings.vector].to_numpy())
-        }
         dim = vectors[Embeddings.vector].dtype.size if vectors.height else 384
+        kinds = {kind: vectors.filter(pl.col(Embeddings.kind) == kind).select(Embeddings.item_id, Embeddings.vector)
+                 for kind in (PASSAGE, FACT, SENTENCE)}
 
         def stack(kind, item_ids):
-            return np.stack([lookup[(kind, i)] for i in item_ids]).astype(np.float32) if item_ids else np.zeros((0, dim), np.float32)
+            if not item_ids:
+                return np.zeros((0, dim), np.float32)
+            rows = pl.DataFrame({Embeddings.item_id: item_ids}).join(kinds[kind], on=Embeddings.item_id, how="left", maintain_order="left")
+            if rows[Embeddings.vector].null_count():
+                missing = rows.filter(pl.col(Embeddings.vector).is_null())[Embeddings.item_id][0]
+                raise KeyError(f"the retrieval index has no {kind} vector for {missing}")
+            return rows[Embeddings.vector].to_numpy().astype(np.float32)
 
         position = {p: i for i, p in enumerate(passages[Passages.passage_id].to_list())}
-        sentences = [(position[pid], i) for k, i in lookup if k == SENTENCE and (pid := sentence_passage(i)) in position]
-        sentences.sort()
+        rows_of = pl.DataFrame({"pid": list(position), "row": list(position.values())}, schema={"pid": pl.String(), "row": pl.Int64()})
+        placed = (kinds[SENTENCE].select(Embeddings.item_id)
+                  .with_columns(pl.col(Embeddings.item_id).str.replace(r"#[^#]*$", "").alias("pid"))
+                  .join(rows_of, on="pid", how="inner").sort("row", Embeddings.item_id))
+        sentences = list(zip(placed["row"].to_list(), placed[Embeddings.item_id].to_list()))
 
         return cls(
             passages=passages,

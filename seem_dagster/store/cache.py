@@ -6,7 +6,9 @@ one adapter the pipeline steps read and write their caches through.
 
 A cache that only grows (vectors by text hash) is appended to instead of rewritten: ``append_rows``
 writes the new rows as a segment beside the table (``<stem>.parts/<time>-<id>.parquet``) and, once
-there are ``COMPACT_AT`` segments, folds them into the table and removes them. Readers take the table
+there are ``COMPACT_AT`` segments, merges them: into the table when they hold a quarter of its rows
+or more, else into one segment (so a small write never rewrites a big table: the cost of the
+merges is proportional to the rows written). Readers take the table
 and every segment; a segment that a concurrent compaction removed between the listing and the read
 is skipped (its rows are in the table by then, or the next read finds them there; at worst a text is
 embedded again: these are caches, never the memory).
@@ -30,7 +32,10 @@ FOLDER = "_cache"
 KEY = "key"
 VALUE = "value"
 PARTS = ".parts"
-COMPACT_AT = 8  # segments beside a table before they are folded into it
+COMPACT_AT = 8  # segments beside a table before they are merged
+# Merged segments are folded into the table once they hold this share of its rows; until then they are
+# merged into one segment: a write costs the order of the rows it adds, not of the table (appends).
+FOLD_SHARE = 4
 
 
 class ConversationCache:
@@ -61,11 +66,24 @@ class ConversationCache:
         segment = path.parent / (path.name[: -len(EXTENSION)] + PARTS) / f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}{EXTENSION}"
         write_table(segment, rows, {"cache": True, "segment": True})
         segments = self._segments(path)
-        if len(segments) >= COMPACT_AT:
-            whole = self.table(kind, name)
+        if len(segments) < COMPACT_AT:
+            return
+        parts = [f for f in (self._read_segment(p) for p in segments) if f is not None]
+        rows = pl.concat(parts, how="vertical_relaxed").unique(subset=key, keep="first", maintain_order=True)
+        if not path.exists() or rows.height * FOLD_SHARE >= self._rows(path):  # a good share of the table: folded into it
+            whole = rows if not path.exists() else pl.concat([read_table(path), rows], how="vertical_relaxed")
             write_table(path, whole.unique(subset=key, keep="first", maintain_order=True).sort(key), {"cache": True})
-            for p in segments:  # only those folded in: a segment written meanwhile stays
-                p.unlink(missing_ok=True)
+        else:  # a few rows beside a big table (appends): merged into one segment, the table left as it is
+            write_table(segment.parent / f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}{EXTENSION}", rows, {"cache": True, "segment": True})
+        for p in segments:  # only those folded in: a segment written meanwhile stays
+            p.unlink(missing_ok=True)
+
+    @staticmethod
+    def _rows(path: UPath) -> int:
+        import pyarrow.parquet as pq
+
+        with path.open("rb") as f:
+            return pq.ParquetFile(f).metadata.num_rows
 
     @staticmethod
     def _segments(path: UPath) -> list[UPath]:
@@ -141,6 +159,12 @@ class ConversationCache:
     def kv(self, kind: str, name: str) -> dict[str, str]:
         frame = self.table(kind, name)
         return dict(zip(frame[KEY].to_list(), frame[VALUE].to_list())) if frame is not None else {}
+
+    def append_kv(self, kind: str, name: str, entries: dict[str, str]) -> None:
+        """Add ``entries`` to a key-value cache that only grows (results keyed by their input), writing only them."""
+        keys = sorted(entries)
+        self.append_rows(kind, name, pl.DataFrame({KEY: keys, VALUE: [entries[k] for k in keys]},
+                                                  schema={KEY: pl.String(), VALUE: pl.String()}), KEY)
 
     def put_kv(self, kind: str, name: str, entries: dict[str, str], *, stored: dict[str, str] | None = None) -> None:
         if stored is not None and stored == entries:

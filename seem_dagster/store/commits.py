@@ -64,6 +64,8 @@ def apply(base: pl.DataFrame, rows: pl.DataFrame, deleted: list[list], keys: tup
     commit's order), a deleted key's row goes."""
     if rows.height == 0 and not deleted:
         return base
+    if not deleted and base.select(*keys).join(rows.select(*keys), on=list(keys), how="semi", nulls_equal=True).height == 0:
+        return pl.concat([base, rows], how="vertical")  # only new rows (an index's vectors): no row of base moves
     ordered = base.with_row_index(_ORDER)
     placed = rows.join(ordered.select(*keys, _ORDER), on=list(keys), how="left", nulls_equal=True)
     fresh = placed[_ORDER].is_null()
