@@ -176,6 +176,46 @@ def test_the_nightly_schedule_compacts_a_memory_that_took_appends(appended):
     assert isinstance(nightly_rebuild(context), SkipReason)  # compacted: nothing to do
 
 
+def test_the_compaction_sensor_compacts_and_an_append_made_while_it_runs_is_carried_onto_the_fresh_base(appended, tmp_path, monkeypatch):
+    """The sensor asks for one compaction per base build once the memory took store.compact_commits
+    commits; an agent's add while that run builds is not lost and fails nothing: the run publishes its
+    base with the add's commit on it, and the memory equals a build of the same input."""
+    from dagster import DagsterInstance, SkipReason, build_sensor_context
+
+    from seem_dagster import faults
+    from seem_dagster.defs.assemble import build_defs
+    from seem_dagster.defs.sensors import compaction_sensor
+
+    memory, store, _ = appended
+    instance = DagsterInstance.get()
+    config = memory.config.model_copy(update={"store": memory.config.store.model_copy(update={"compact_commits": 4})})
+    (request,) = compaction_sensor(build_sensor_context(instance=instance, resources={"seem": config}))
+    assert request.partition_key == CID and request.run_key == f"compact:{CID}:{memory.build_id(CID)}"
+    late = {"speaker": "Maya", "text": "The kiln at the York studio fired my first bowl.", "timestamp": "2024-02-14T19:10:00"}
+    added = []
+    point = faults.point
+
+    def add_while_it_builds(name):
+        if name == faults.table_point("passages", "after") and not added:
+            added.append(None)  # (the append passes this point too, for its own tables)
+            added[0] = memory.add(CID, [late], session_id="s2")  # the run has read its input already
+        point(name)
+
+    monkeypatch.setattr(faults, "point", add_while_it_builds)
+    job = build_defs(memory.resolved).resolve_job_def("build_memory")
+    result = job.execute_in_process(instance=instance, partition_key=CID, tags=request.tags)
+    assert result.success
+    assert added and added[0].commit is not None and added[0].appended == "by step"
+    manifest = read_manifest(store, CID)
+    assert manifest["build_id"] == result.run_id and [c["id"] for c in manifest["commits"]] == [added[0].commit]
+    assert late["text"] in [h.text for h in memory.search(CID, late["text"], k=3)]
+    merged, _ = read_published(store, CID, MEMORY_TABLES)
+    full = rebuilt(tmp_path, store)
+    for asset in MEMORY_TABLES:
+        assert by_key(merged)[asset].equals(by_key(full)[asset]), asset
+    assert isinstance(compaction_sensor(build_sensor_context(instance=instance, resources={"seem": config})), SkipReason)
+
+
 def test_after_compact_after_commits_the_next_add_is_built_by_the_build_job(tmp_path, monkeypatch):
     monkeypatch.setenv("SEEM_STORE_COMPACT_AFTER", "2")
     memory = Memory.open(tmp_path / "store")

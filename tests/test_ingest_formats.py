@@ -170,21 +170,24 @@ def test_a_file_whose_parse_left_the_cache_is_read_again(tmp_path, monkeypatch):
     assert conv.passages[Passages.text].to_list() == ["I adopted cat number 0."]
 
 
-def test_a_log_extended_by_a_writer_reads_only_the_new_lines_and_parses_as_the_whole_file(monkeypatch):
-    """`parse_to_write` of a log that extends the one it parsed last reads only the new lines
-    (jsonl.extend); the result is always `jsonl.read` of the whole text, errors included: new turns in
-    the last session or later ones, a turn of an earlier session, a session dated before the last,
-    a duplicate id, a bad line."""
+def test_a_log_extended_by_a_writer_reads_only_the_new_lines_and_parses_as_the_whole_file(monkeypatch, tmp_path):
+    """A writer's `parse_to_write` of a log that extends the one it last wrote (and that is still on
+    disk as it wrote it) reads only the new lines (jsonl.extend); the result is always `jsonl.read` of
+    the whole text, errors included: new turns in the last session or later ones, a turn of an earlier
+    session, a session dated before the last, a duplicate id, a bad line. `load_input` of the written
+    file then parses nothing."""
     import json
     import random
 
     from seem_dagster.ingest import jsonl
-    from seem_dagster.ingest.load import clear_parsed, parse_to_write
+    from seem_dagster.ingest.load import clear_parsed, parse_to_write, written
 
     read_only_new = []
     extend = jsonl.extend
     monkeypatch.setattr(jsonl, "extend", lambda *a: read_only_new.append(r := extend(*a)) or r)
     options, rng, lines, sessions, minute = IngestConfig(), random.Random(7), [], ["s0"], 0
+    path = tmp_path / "log.jsonl"
+    path.write_bytes(b"")
     clear_parsed()
     for n in range(240):
         if rng.random() < 0.1:
@@ -193,20 +196,25 @@ def test_a_log_extended_by_a_writer_reads_only_the_new_lines_and_parses_as_the_w
         minute = max(0, minute + (rng.choice([0, 1, 2]) if rng.random() < 0.95 else -5))  # now and then back in time
         turn = {"conversation_id": "c", "session_id": session, "timestamp": f"2024-01-{1 + minute // 600:02d}T{minute % 600 // 60:02d}:{minute % 60:02d}:00",
                 "speaker": rng.choice(["Ana", "Ben"]), "text": f"turn {n}", "id": f"{session}:{n}"}
-        if rng.random() < 0.03:
-            turn["id"] = lines and json.loads(rng.choice(lines))["id"]  # a duplicate id
+        if rng.random() < 0.03 and lines:
+            turn["id"] = json.loads(rng.choice(lines))["id"]  # a duplicate id
         line = json.dumps(turn) if rng.random() > 0.02 else json.dumps(turn)[:-2]  # a malformed line
-        text = "\n".join([*lines, line]) + "\n"
+        text = "".join(f"{x}\n" for x in [*lines, line])
         try:
-            whole = jsonl.read(text, "/store/log.jsonl", options)
+            whole = jsonl.read(text, str(path), options)
         except InputError as err:
             with pytest.raises(InputError) as raised:
-                parse_to_write("/store/log.jsonl", text.encode(), "jsonl", options)
+                parse_to_write(str(path), text.encode(), "jsonl", options, extends=path.stat().st_size)
             assert str(raised.value) == str(err)
             continue
-        (conv,) = parse_to_write("/store/log.jsonl", text.encode(), "jsonl", options)
-        assert conv.passages.equals(whole[0].passages), n
+        parsed = parse_to_write(str(path), text.encode(), "jsonl", options, extends=path.stat().st_size)
+        assert parsed.conversations[0].passages.equals(whole[0].passages), n
+        path.write_bytes(text.encode())
+        written(str(path), parsed)
         lines.append(line)
+    monkeypatch.setattr("seem_dagster.ingest.load.parse_text", lambda *a: pytest.fail("the written file was parsed again"))
+    (conv,) = load_input(str(path), "jsonl", options)
+    assert conv.passages.equals(jsonl.read(path.read_text(), str(path), options)[0].passages)
     clear_parsed()
     extended = [r for r in read_only_new if r is not None]
     assert len(extended) > 150 and len(extended) < len(read_only_new)  # mostly extended; the rest read whole

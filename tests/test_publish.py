@@ -177,6 +177,63 @@ def test_a_manifest_replaced_while_it_is_read_is_read_again(tmp_path, monkeypatc
         read_manifest(store, CID)
 
 
+def _commit(root, build, n_before, new_ids, commits_before=0):
+    from seem_dagster.store import commits
+
+    rows = pl.DataFrame({"passage_id": new_ids})
+    cid = commits.new_id()
+    builds.claim(root, CID, cid, in_process=True)
+    return commits.publish_commit(root, CID, cid, build, commits_before, {"passages": (rows, [])},
+                                  rows={"passages": n_before + len(new_ids)}, source=_source(new_ids[-1]), turns=len(new_ids))
+
+
+def _source(fingerprint: str) -> dict:
+    from seem_dagster.config import IngestConfig
+    from seem_dagster.store.sources import Source
+
+    return Source(CID, "_inputs/c.jsonl", "jsonl", fingerprint, IngestConfig()).to_json()
+
+
+def test_a_build_over_appends_made_while_it_ran_keeps_them_on_its_tables(tmp_path):
+    """A compaction (a build of the same settings) that started from a memory which then took append
+    commits publishes with those commits carried onto its tables, so no appended turn is lost and no
+    run fails because an agent wrote meanwhile; the commits it read as part of its base are not."""
+    from seem_dagster.store.commits import commits_of
+
+    memory(tmp_path, "b0", 2)
+    builds.publish(tmp_path, CID, ["b0"], REQUIRED)
+    _commit(tmp_path, "b0", 2, ["p2"])  # before the build starts: its input holds p2
+    builds.note_base(tmp_path, CID, "compact")
+    _commit(tmp_path, "b0", 3, ["p3"], commits_before=1)  # while it runs
+    memory(tmp_path, "compact", 3)  # p0..p2: what it read
+    done = builds.publish(tmp_path, CID, ["compact"], REQUIRED)
+    manifest = read_manifest(tmp_path, CID)
+    assert manifest["build_id"] == "compact" and [c["turns"] for c in commits_of(manifest)] == [1]
+    assert manifest["source"]["fingerprint"] == "p3"  # the memory holds the latest append's input
+    from seem_dagster.store.sources import published_source
+
+    assert published_source(tmp_path, CID).fingerprint == "p3"
+    tables, _ = snapshot.read_published(tmp_path, CID, ["passages", "facts"])
+    assert tables["passages"]["passage_id"].to_list() == ["p0", "p1", "p2", "p3"]
+    assert done.previous_build == "b0"
+
+
+def test_a_build_of_other_settings_over_appends_is_refused(tmp_path):
+    memory(tmp_path, "b0", 2)
+    builds.publish(tmp_path, CID, ["b0"], REQUIRED)
+    builds.note_base(tmp_path, CID, "other")
+    _commit(tmp_path, "b0", 2, ["p2"])
+    stage(tmp_path, "other", "passages", pl.DataFrame({"passage_id": ["p0", "p1"]}))
+    builds.claim(tmp_path, CID, "other", in_process=True)
+    snapshot.write_snapshot(snapshot.staged_path(tmp_path, CID, "other", "facts"), pl.DataFrame({"fact_id": ["t0"]}), asset="facts",
+                            conversation_id=CID, build_id="other",
+                            upstream={"passages": snapshot.read_footer(snapshot.staged_path(tmp_path, CID, "other", "passages"))["fingerprint"]},
+                            stage={"extractor": "another"})
+    with pytest.raises(builds.PublishError, match="turns were appended while build other ran, and its facts was made with other settings"):
+        builds.publish(tmp_path, CID, ["other"], REQUIRED)
+    assert read_manifest(tmp_path, CID)["build_id"] == "b0"
+
+
 def test_a_build_started_before_another_was_published_is_refused_and_the_other_stays(tmp_path):
     """Two builds of one conversation that no writer lock kept apart (a sensor's run and a `seem build`,
     or two machines): the one that started from a memory since replaced publishes nothing, and says so."""

@@ -43,6 +43,10 @@ class StoreConfig(Section):
         64, ge=1, description="commits a conversation's memory takes before the next add is built by the build job "
         "instead, which folds them into a fresh base (the nightly schedule and `seem build` compact too)"
     )
+    compact_commits: int = Field(
+        16, ge=1, description="commits on a conversation's memory at which the compaction sensor runs the build job for it "
+        "(appends made while it runs are carried onto the fresh base; the sensor runs where the Dagster daemon does)"
+    )
 
     @field_validator("root")
     @classmethod

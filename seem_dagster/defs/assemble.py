@@ -22,7 +22,7 @@ from seem_dagster.defs.executors import executor_for
 from seem_dagster.defs.jobs import build_memory, query_memory
 from seem_dagster.defs.resources import seem_resource, snapshot_io_manager
 from seem_dagster.defs.schedules import nightly_rebuild
-from seem_dagster.defs.sensors import inbox_sensor
+from seem_dagster.defs.sensors import compaction_sensor, inbox_sensor
 
 
 def build_defs(config: Resolved | None = None) -> Definitions:
@@ -31,7 +31,7 @@ def build_defs(config: Resolved | None = None) -> Definitions:
     return Definitions(
         assets=[ingest_conversation, extract_frames, episodes, build_graph, retrieval_index, retrieved_context, memory],
         jobs=[build_memory, query_memory],
-        sensors=[inbox_sensor],
+        sensors=[inbox_sensor, compaction_sensor],
         schedules=[nightly_rebuild],
         resources={"seem": seem_resource(config), "snapshot_io_manager": snapshot_io_manager},
         # execution.executor; its default is one process per run, not one per step: every step process

@@ -1,8 +1,15 @@
-"""The inbox sensor: new or grown input files become partitions and run requests.
+"""The sensors: new or grown inbox files become partitions and runs; memories with many append
+commits are compacted.
 
-Schedules cannot add dynamic partitions; a sensor can. The cursor remembers each file's size and
-modification time, so a file is read again only when it changes. A bad file is reported in the
+Inbox: schedules cannot add dynamic partitions; a sensor can. The cursor remembers each file's size
+and modification time, so a file is read again only when it changes. A bad file is reported in the
 sensor's log and retried only once it changes: it never blocks the others.
+
+Compaction: a conversation whose memory took ``store.compact_commits`` append commits since its
+build gets one run of the build job per base build (its run key names the base), which folds the
+commits into a fresh base; appends made while it runs are carried onto that base
+(``store.builds.publish``), so an agent writing meanwhile fails nothing. A run that fails leaves
+the base to the nightly schedule (and an add past ``store.compact_after`` commits is a build).
 """
 
 
@@ -16,6 +23,8 @@ from seem_dagster.defs.jobs import build_memory
 from seem_dagster.defs.partitions import conversations
 from seem_dagster.ingest import InputError
 from seem_dagster.registry import EMPTY, register_file, to_build
+from seem_dagster.store.commits import commits_of
+from seem_dagster.store.manifest import read_manifest
 
 INPUT_SUFFIXES = (".json", ".jsonl")
 
@@ -72,3 +81,18 @@ def inbox_sensor(context: SensorEvaluationContext, seem: ResourceParam[SeemConfi
         dynamic_partitions_requests=[conversations.build_add_request(new_keys)] if new_keys else [],
         cursor=next_cursor,
     )
+
+
+@sensor(job=build_memory, minimum_interval_seconds=60,
+        description="Compacts a conversation's memory once it took store.compact_commits append commits since its build.")
+def compaction_sensor(context: SensorEvaluationContext, seem: ResourceParam[SeemConfig]):
+    runs = []
+    for key in context.instance.get_dynamic_partitions(conversations.name):
+        manifest = read_manifest(seem.store.root, key)
+        count = len(commits_of(manifest))
+        if count >= seem.store.compact_commits:
+            context.log.info(f"{key}: {count} append commits on build {manifest['build_id']}: compacting")
+            runs.append(RunRequest(partition_key=key, run_key=f"compact:{key}:{manifest['build_id']}", tags={"seem/source": "compaction"}))
+    if not runs:
+        return SkipReason(f"no memory has {seem.store.compact_commits} append commits (store.compact_commits)")
+    return runs

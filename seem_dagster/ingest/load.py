@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
 
 from upath import UPath
@@ -25,8 +26,9 @@ _PARSED_MAX = 2
 # unchanged by its stat alone instead of reading and hashing it again (for a file of hundreds of MB,
 # a large part of a small conversation's run).
 _READ: dict[tuple, tuple[tuple, tuple]] = {}
-# What a writer last gave a file (parse_to_write): (file, format, options) -> (its length, its key in _PARSED).
-_WRITTEN: dict[tuple, tuple[int, tuple]] = {}
+# What a writer last wrote to a local file (``written``): (file, format, options) -> (the file's version
+# then, its length in bytes, its lines, its key in _PARSED).
+_WRITTEN: dict[tuple, tuple[tuple, int, int, tuple]] = {}
 
 
 def clear_parsed() -> None:
@@ -109,30 +111,54 @@ def _remember(key: tuple, parsed: list[Conversation]) -> None:
             del _READ[asked_before]
 
 
-def parse_to_write(path: str | Path | UPath, raw: bytes, fmt: str, options: IngestConfig) -> list[Conversation]:
+@dataclass(frozen=True)
+class ToWrite:
+    """A parse of what a writer is about to give a file (``parse_to_write``); ``written`` once it is there."""
+
+    conversations: list[Conversation]
+    key: tuple  # in _PARSED
+    length: int  # bytes
+    lines: int
+
+
+def parse_to_write(path: str | Path | UPath, raw: bytes, fmt: str, options: IngestConfig, *, extends: int | None = None) -> ToWrite:
     """Parse ``raw``, the content a writer is about to give ``path`` (it validates what it writes),
-    and keep the parse as ``load_input``'s of that content: reading the file once it is written
-    parses nothing again. When ``raw`` extends the content this process last parsed for ``path``
-    (an add to the input log), only the lines past it are read (``jsonl.extend``). Raises
-    InputError, naming ``path``."""
+    and keep the parse for ``load_input`` to find once the writer says it is ``written``: reading the
+    file then parses nothing again. ``extends``: the length of the file now, when ``raw`` starts with
+    it; if the file is still what this process last wrote to it, only the lines past it are read
+    (``jsonl.extend``, whose result is always a whole read's) and nothing is hashed but them.
+    Raises InputError, naming ``path``."""
     file = str(path)
-    key = (hashlib.blake2b(raw, digest_size=16).hexdigest(), file, fmt, options)
-    if key not in _PARSED:
-        parsed = _extended(file, raw, fmt, options)
-        _remember(key, parsed if parsed is not None else parse_text(decode(raw, file), file, fmt, options))
-    _WRITTEN[(file, fmt, options)] = (len(raw), key)
+    asked = (file, fmt, options)
+    last = _WRITTEN.get(asked)
+    lines = None
+    if (extends is not None and fmt == "jsonl" and last is not None and last[1] == extends and last[3] in _PARSED
+            and last[0] == file_version(path)):
+        tail = raw[extends:]
+        key = (hashlib.blake2b(last[3][0].encode() + hashlib.blake2b(tail, digest_size=16).digest(), digest_size=16).hexdigest(),
+               file, fmt, options)
+        lines = last[2] + tail.count(b"\n")
+        if key not in _PARSED:
+            parsed = jsonl.extend(_PARSED[last[3]], decode(tail, file), last[2] + 1, file, options)
+            _remember(key, parsed if parsed is not None else parse_text(decode(raw, file), file, fmt, options))
+    else:
+        key = (hashlib.blake2b(raw, digest_size=16).hexdigest(), file, fmt, options)
+        if key not in _PARSED:
+            _remember(key, parse_text(decode(raw, file), file, fmt, options))
     _PARSED.move_to_end(key)
-    return [dataclasses.replace(c, skipped=list(c.skipped)) for c in _PARSED[key]]
+    return ToWrite([dataclasses.replace(c, skipped=list(c.skipped)) for c in _PARSED[key]], key, len(raw),
+                   lines if lines is not None else raw.count(b"\n"))
 
 
-def _extended(file: str, raw: bytes, fmt: str, options: IngestConfig) -> list[Conversation] | None:
-    last = _WRITTEN.get((file, fmt, options))
-    if fmt != "jsonl" or last is None or last[1] not in _PARSED:
-        return None
-    length, key = last
-    if len(raw) <= length or raw[length - 1:length] != b"\n" or hashlib.blake2b(raw[:length], digest_size=16).hexdigest() != key[0]:
-        return None
-    return jsonl.extend(_PARSED[key], decode(raw[length:], file), raw.count(b"\n", 0, length) + 1, file, options)
+def written(path: str | Path | UPath, parse: ToWrite) -> None:
+    """``parse``'s content is now the file's (a local one): ``load_input`` and the next
+    ``parse_to_write`` know it by the file's version, without reading it."""
+    version = file_version(path)
+    if version is None or parse.key not in _PARSED:
+        return
+    asked = parse.key[1:]
+    _WRITTEN[asked] = (version, parse.length, parse.lines, parse.key)
+    _READ[asked] = (version, parse.key)
 
 
 def load_input(

@@ -9,7 +9,6 @@ the UI, and a forget deletes the conversation's runs from it), else an in-memory
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -25,7 +24,7 @@ from seem_dagster.forgetting import journal, sweep, tombstones
 from seem_dagster.forgetting.selection import ForgetError, select, selection
 from seem_dagster.ingest import InputError, jsonl
 from seem_dagster.ingest.dates import parse_iso
-from seem_dagster.ingest.load import clear_parsed, parse_to_write
+from seem_dagster.ingest.load import clear_parsed, file_version, parse_to_write, written
 from seem_dagster.memory import append
 from seem_dagster.memory.errors import BuildFailed, InvalidRequest, UnknownConversation
 from seem_dagster.memory.records import Added, Forgotten
@@ -63,7 +62,7 @@ class Writer:
         self.memory = memory
         self._lock = threading.RLock()  # one write at a time per Memory: a build has the cores anyway
         self._current: dict[str, append.increment.Live] = {}  # conversation -> the memory this writer's last append left
-        self._logged: dict[str, tuple[int, str, dict]] = {}  # conversation -> its input log as last read (_logged_lines)
+        self._logged: dict[str, tuple[tuple, str, dict, int]] = {}  # conversation -> (version, text, lines by id, bytes) of the log it last wrote
         self._defs = None
         self._instance = None
 
@@ -141,8 +140,7 @@ class Writer:
                 raise InvalidRequest(f"conversation {cid!r} is built from {other}: add its turns to that file and build it "
                                      "(`seem build`, `Memory.add_file`), or add them under another conversation id")
             stones = tombstones.read(self.store, cid)
-            before = input_log.read(self.store, cid)
-            logged = self._logged_lines(cid, before)
+            before, logged, size = self._log(cid)
             fresh = _not_logged(logged, lines)  # a retried add: turns with ids already in the log are not added again
             kept = [line for line in fresh if not _names_forgotten(line, stones)]
             dropped = len(fresh) - len(kept)
@@ -153,14 +151,18 @@ class Writer:
             # Asked before the log changes: whether the memory is current, so these turns can be appended to it.
             not_appended = append.why_not(self.store, cid, self.config) if kept else "nothing new"
             if kept:
-                text = before + "\n".join(_with_ids(logged, kept, stones)) + "\n"
+                added = _with_ids(logged, kept, stones)
+                text = before + "\n".join(added) + "\n"
+                raw = text.encode("utf-8")
                 try:  # the parse is kept for the registration and the append below, which read the log as written
-                    parse_to_write(log_file, text.encode("utf-8"), jsonl.FORMAT, options)
+                    parsed = parse_to_write(log_file, raw, jsonl.FORMAT, options, extends=size)
                 except InputError as err:  # a clash with an earlier turn (a reused id): name the new turn
                     raise _as_turn_error(err, before, cid) from None
                 faults.point("add.before_log_write")
-                input_log.write(self.store, cid, text)  # durable before anything is built: the turns cannot be lost now
+                input_log.write(self.store, cid, raw)  # durable before anything is built: the turns cannot be lost now
                 faults.point("add.after_log_write")
+                written(log_file, parsed)
+                self._hold_log(cid, text, logged, added, len(raw))
             (reg,) = [r for r in register_file(self.store, log_file, "jsonl", options) if r.conversation_id == cid]
             if reg.status == "unchanged" and why_rebuild(self.store, cid, self.config) is None:
                 return replace(self._added(reg, None, started, earlier, "current"), forgotten=dropped)
@@ -183,20 +185,30 @@ class Writer:
                               outcome.log_path)
         return replace(self._added(reg, outcome, started, earlier), forgotten=dropped)
 
-    def _logged_lines(self, cid: str, before: str) -> dict[str, dict]:
-        """The input log's lines by their ``id`` (``before``: its text now), reading only the lines past
-        what this writer read of it last time, when the log still starts with that."""
+    def _log(self, cid: str) -> tuple[str, dict[str, dict], int]:
+        """The input log's text, its lines by ``id`` and its size in bytes: as this writer last wrote
+        them when the file is still that version (a local store), else read."""
         held = self._logged.get(cid)
-        if held is not None and len(before) >= held[0] and _digest(before[:held[0]]) == held[1]:
-            lines, rest = held[2], before[held[0]:]
-        else:  # another writer's rewrite (a forget), or the first add of this process
-            lines, rest = {}, before
-        for line in jsonl_lines(rest):
+        version = file_version(input_log.source_path(self.store, cid))
+        if held is not None and version is not None and held[0] == version:
+            return held[1], held[2], held[3]
+        raw = input_log.read_bytes(self.store, cid)
+        text, lines = raw.decode("utf-8"), {}
+        for line in jsonl_lines(text):
             if line.strip():
                 obj = json.loads(line)
                 lines[str(obj.get("id"))] = obj
-        self._logged[cid] = (len(before), _digest(before), lines)
-        return lines
+        return text, lines, len(raw)
+
+    def _hold_log(self, cid: str, text: str, logged: dict[str, dict], added: list[str], size: int) -> None:
+        for line in added:
+            obj = json.loads(line)
+            logged[str(obj.get("id"))] = obj
+        version = file_version(input_log.source_path(self.store, cid))
+        if version is None:
+            self._logged.pop(cid, None)
+        else:
+            self._logged[cid] = (version, text, logged, size)
 
     def _observe(self, cid: str, done) -> None:
         """An append in the Dagster UI: an observation of the conversation's ``passages`` partition
@@ -458,10 +470,6 @@ def _not_logged(logged: dict[str, dict], lines: list[str]) -> list[str]:
             continue
         out.append(line)
     return out
-
-
-def _digest(text: str) -> str:
-    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
 
 
 def _as_turn_error(err: InputError, before: str, cid: str) -> InputError:

@@ -30,6 +30,7 @@ from seem_dagster.store.files import as_root, children, is_local, remove_stale_t
 from seem_dagster.store.keys import file_stem
 from seem_dagster.store.manifest import (
     FORMAT,
+    WITH_COMMITS,
     LostRace,
     SnapshotError,
     manifest_path,
@@ -106,6 +107,38 @@ def _base(root, conversation_id: str, builds: Iterable[str]) -> tuple[bool, str 
     return False, None
 
 
+def _since(current: dict | None, base: str | None) -> list[dict] | None:
+    """The append commits ``current`` holds past ``base`` (a ``_memory_of``: a build, and its last
+    commit then) when it is that build with commits added since; None when another build was published."""
+    if current is None or base is None:
+        return None
+    build, _, commit = base.partition("+")
+    if current["build_id"] != build:
+        return None
+    ids = [c["id"] for c in commits_of(current)]
+    if commit and commit not in ids:
+        return None
+    return commits_of(current)[ids.index(commit) + 1 if commit else 0:]
+
+
+def _check_rebase(root, conversation_id: str, build: str, current: dict, footers: dict[str, dict]) -> None:
+    """A build published over the appends made while it ran keeps them (its memory then holds every
+    turn they added: each commit replaces the rows it names, in order, as on the old base), but only
+    when it was made as the old base was, stage for stage: commits made on a memory of other settings
+    are not that memory's."""
+    for asset, footer in footers.items():
+        entry = current["tables"].get(asset)
+        if entry is None:
+            continue
+        old = read_footer(resolve(root, entry["path"]))
+        mine = {k: v for k, v in (footer.get("stage") or {}).items() if k != "source"}
+        theirs = {k: v for k, v in (old.get("stage") or {}).items() if k != "source"}
+        if mine != theirs:
+            raise PublishError(f"conversation {conversation_id!r}: turns were appended while build {build[:8]} ran, and its "
+                               f"{asset} was made with other settings than the memory they were appended to: nothing of it was "
+                               "published, so no turn is lost; build the conversation again")
+
+
 def staged_tables(root, conversation_id: str, builds: Iterable[str]) -> dict[str, tuple[str, str]]:
     """asset -> (build id, path relative to the root) of the tables ``builds`` wrote; the first build
     that wrote an asset wins (a re-executed run first, then the run it re-executes)."""
@@ -170,7 +203,8 @@ def publish(
         current = read_manifest(root, conversation_id)
         recorded, base = _base(root, conversation_id, builds)
         now = _memory_of(current)
-        if recorded and now != base:
+        later: list[dict] = []  # append commits published on the build's base while it ran: carried onto it
+        if recorded and now != base and (later := _since(current, base)) is None:
             raise PublishError(f"conversation {conversation_id!r}: build {now[:8] if now else 'none'} was published while build "
                                f"{builds[0][:8]} ran (it started from {base[:8] if base else 'no memory'}): nothing of it was "
                                "published, so neither build is lost; build the conversation again")
@@ -183,6 +217,8 @@ def publish(
             footers[asset] = read_footer(resolve(root, relative))
             tables[asset] = {"build_id": build, "path": relative, "fingerprint": footers[asset].get("fingerprint"),
                              "rows": footers[asset].get("rows")}
+        if later:
+            _check_rebase(root, conversation_id, builds[0], current, footers)
         carried = []
         appended = {a for c in commits_of(current) for a in c["tables"]}
         for asset, entry in current_tables.items():
@@ -211,10 +247,11 @@ def publish(
         except InconsistentSnapshot as err:
             raise PublishError(f"nothing published: {err}") from None
         source = (footers.get("passages", {}).get("stage") or {}).get("source")
+        rebased = {"format": WITH_COMMITS, "commits": later, "base_source": source, "source": current.get("source")} if later else {}
         manifest = {
             "format": FORMAT, "conversation_id": conversation_id, "build_id": builds[0],
             "published_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "tables": dict(sorted(tables.items())), "source": source,
+            "tables": dict(sorted(tables.items())), "source": source, **rebased,
             # The files of the memory this one replaces: kept until the next publish.
             "previous": {"build_id": current.get("build_id") if current else "before manifests", "tables": current_tables,
                          "commits": commits_of(current)}
@@ -227,8 +264,8 @@ def publish(
         except LostRace as err:
             raise PublishError(str(err)) from None
         faults.point("publish.after_manifest")
-        if source:
-            published = sources.Source.from_json(source)
+        if manifest["source"]:
+            published = sources.Source.from_json(manifest["source"])
             sources.write_published(root, published)
             # The registration this build read is published; a newer one keeps waiting.
             sources.clear_pending(root, conversation_id, only_if=published)

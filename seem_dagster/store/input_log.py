@@ -45,14 +45,18 @@ def writing(root, conversation_id: str):
 
 def read(root, conversation_id: str) -> str:
     """The log's text ("" when the conversation has no log)."""
+    return read_bytes(root, conversation_id).decode("utf-8")
+
+
+def read_bytes(root, conversation_id: str) -> bytes:
     try:
-        return log_path(root, conversation_id).read_bytes().decode("utf-8")
+        return log_path(root, conversation_id).read_bytes()
     except FileNotFoundError:
-        return ""
+        return b""
 
 
-def write(root, conversation_id: str, text: str) -> None:
-    write_bytes_atomic(log_path(root, conversation_id), text.encode("utf-8"))
+def write(root, conversation_id: str, content: str | bytes) -> None:
+    write_bytes_atomic(log_path(root, conversation_id), content.encode("utf-8") if isinstance(content, str) else content)
 
 
 def rewrite(root, conversation_id: str, keep: Callable[[int, str], bool]) -> int:
