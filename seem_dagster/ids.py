@@ -23,3 +23,16 @@ def passage_id(conversation_id: str, session_id: str, turn_index: int, speaker: 
 def fingerprint(values: Iterable[str]) -> str:
     """Order-independent fingerprint of a set of ids (used to tie snapshots to their passages)."""
     return stable_hash("set", *sorted(values), length=32)
+
+
+_MODULUS = 1 << 128
+
+
+def multiset_fingerprint(values: Iterable[str], start: str | None = None) -> str:
+    """Order-independent fingerprint of a multiset of strings that can be extended: the sum, modulo
+    2^128, of each value's 128-bit hash, so the fingerprint of more values is ``start`` (the earlier
+    values' fingerprint) plus theirs, whatever their number. A change-detector, not a signature."""
+    total = int(start, 16) if start else 0
+    for value in values:
+        total += int.from_bytes(hashlib.blake2b(value.encode("utf-8"), digest_size=16).digest(), "big")
+    return f"{total % _MODULUS:032x}"

@@ -209,6 +209,7 @@ def test_a_log_extended_by_a_writer_reads_only_the_new_lines_and_parses_as_the_w
             continue
         parsed = parse_to_write(str(path), text.encode(), "jsonl", options, extends=path.stat().st_size)
         assert parsed.conversations[0].passages.equals(whole[0].passages), n
+        assert parsed.conversations[0].fingerprint == whole[0].fingerprint, n  # extended, not computed again
         path.write_bytes(text.encode())
         written(str(path), parsed)
         lines.append(line)

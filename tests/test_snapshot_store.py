@@ -110,21 +110,26 @@ def test_a_growing_cache_is_appended_in_segments_and_folded_back(root, tmp_path)
     path = cache.path("embeddings", "m")
     parts = path.parent / (path.name[: -len(snapshot.EXTENSION)] + ".parts")
     assert cache.table("embeddings", "m") is None
-    written = []
+    built = [f"b{i:02d}" for i in range(40)]
+    cache.append_rows("embeddings", "m", _vectors(built), "text_hash")  # a build's many rows: the table itself
+    assert path.exists() and not parts.exists()
+    written = list(built)
     for i in range(COMPACT_AT - 1):  # each append writes only its own rows
         cache.append_rows("embeddings", "m", _vectors([f"k{i}", "shared"]), "text_hash")
         written += [f"k{i}", "shared"]
-        assert not path.exists() and len(list(parts.iterdir())) == i + 1
+        assert snapshot.read_table(path)["text_hash"].to_list() == built and len(list(parts.iterdir())) == i + 1
         assert cache.table("embeddings", "m")["text_hash"].to_list() == written
-    cache.append_rows("embeddings", "m", _vectors(["last"]), "text_hash")  # the COMPACT_AT-th: folded into the table
-    assert list(parts.iterdir()) == []
-    folded = cache.table("embeddings", "m")
-    assert folded["text_hash"].to_list() == sorted({*written, "last"})  # the repeated key once
-    assert folded.equals(snapshot.read_table(path))
-    cache.append_rows("embeddings", "m", _vectors(["after"]), "text_hash")
-    assert cache.table("embeddings", "m")["text_hash"].to_list() == [*folded["text_hash"].to_list(), "after"]
+    cache.append_rows("embeddings", "m", _vectors(["last"]), "text_hash")  # the COMPACT_AT-th: merged into one segment
+    assert len(list(parts.iterdir())) == 1 and snapshot.read_table(path)["text_hash"].to_list() == built
+    merged = cache.table("embeddings", "m")["text_hash"].to_list()
+    assert merged == [*built, *dict.fromkeys([w for w in written[40:]] + ["last"])]  # the repeated key once
     cache.append_rows("embeddings", "m", _vectors([]), "text_hash")  # nothing new: nothing written
     assert len(list(parts.iterdir())) == 1
+    cache.append_rows("embeddings", "m", _vectors([f"x{i}" for i in range(20)]), "text_hash")  # a share of the table: folded
+    assert list(parts.iterdir()) == []
+    folded = cache.table("embeddings", "m")
+    assert folded["text_hash"].to_list() == sorted({*merged, *(f"x{i}" for i in range(20))})
+    assert folded.equals(snapshot.read_table(path))
 
 
 @pytest.mark.parametrize("root", ["local", "memory://seem-test-cache-big"])
@@ -157,12 +162,13 @@ def test_a_segment_removed_by_a_concurrent_compaction_is_skipped_not_an_error(tm
     from seem_dagster.store import cache as cache_module
 
     cache = cache_module.ConversationCache(tmp_path, "c1")
+    cache.append_rows("embeddings", "m", _vectors([f"t{i:02d}" for i in range(20)]), "text_hash")  # the table
     cache.append_rows("embeddings", "m", _vectors(["a"]), "text_hash")
     cache.append_rows("embeddings", "m", _vectors(["b"]), "text_hash")
     listed = cache_module.ConversationCache._segments(cache.path("embeddings", "m"))
     listed[0].unlink()  # gone between the listing and the read, as a compaction in another run does
     monkeypatch.setattr(cache_module.ConversationCache, "_segments", staticmethod(lambda path: listed))
-    assert cache.table("embeddings", "m")["text_hash"].to_list() == ["b"]
+    assert cache.table("embeddings", "m")["text_hash"].to_list() == [*(f"t{i:02d}" for i in range(20)), "b"]
 
 
 def test_vectors_are_written_without_a_dictionary_and_other_columns_with_one(tmp_path):

@@ -182,6 +182,17 @@ class _Members:
         return best.astype(np.float64)
 
 
+def members_of(episodes: list, sizes: Sequence[int], rows: np.ndarray, owner: np.ndarray) -> _Members:
+    """One conversation's member index as saved: its ``episodes`` (a list fusion may index into), each
+    one's member count, every member vector and the position of the episode it belongs to."""
+    index = _Members(rows.shape[1])
+    index.episodes, index.sizes = episodes, list(sizes)
+    index.rows = np.concatenate([rows.astype(np.float32), np.empty((max(64, len(rows)), rows.shape[1]), np.float32)])
+    index.owner = np.concatenate([owner.astype(np.intp), np.empty(max(64, len(rows)), np.intp)])
+    index.count = len(rows)
+    return index
+
+
 def member_index(episodes: Sequence[Episode], dim: int) -> dict[str, _Members]:
     """The saved episodes' members by conversation, in the order fusion joined them."""
     out: dict[str, _Members] = {}

@@ -104,24 +104,32 @@ def synonym_edges(
     for a, b, _ in kept:
         degree[a] += 1
         degree[b] += 1
-    edges = list(kept)
-    comparisons = 0
-    if new:
-        # In float64, then rounded to float32: a float32 product's last bits depend on the shape BLAS is
-        # given (new x all), so comparing a few new entities (an append, a new session) would give other
-        # weights than comparing all of them at once; rounded from float64 they are the same.
-        sims = (vectors[new].astype(np.float64) @ vectors.T.astype(np.float64)).astype(np.float32)  # new x all
-        comparisons = sims.size
-        candidates = []
-        for row, i in enumerate(new):
-            for j in np.nonzero(sims[row] >= config.threshold)[0]:
-                if j == i or (entity_ids[j] not in known and j < i):
-                    continue  # self, or a new-new pair seen from the other side
-                candidates.append((float(sims[row, j]), entity_ids[i], entity_ids[j]))
-        for weight, a, b in sorted(candidates, key=lambda c: (-c[0], c[1], c[2])):
-            if degree[a] < config.max_per_node and degree[b] < config.max_per_node:
-                a, b = sorted((a, b))
-                edges.append((a, b, weight))
-                degree[a] += 1
-                degree[b] += 1
-    return SynonymResult(sorted(edges), comparisons)
+    added, comparisons = new_synonyms(new, entity_ids, vectors, config, known, degree)
+    return SynonymResult(sorted(kept + added), comparisons)
+
+
+def new_synonyms(new: Sequence[int], entity_ids: Sequence[str], vectors: np.ndarray, config: SynonymConfig, known,
+                 degree: dict[str, int]) -> tuple[list[tuple[str, str, float]], int]:
+    """The edges of the entities at positions ``new`` (compared with every entity; ``known``: the ids
+    compared before, anything with ``in``), given each entity's ``degree`` so far (updated); and the
+    vector pairs scored. ``synonym_edges`` is this after the kept edges; an append calls it alone."""
+    edges: list[tuple[str, str, float]] = []
+    if not new:
+        return edges, 0
+    # In float64, then rounded to float32: a float32 product's last bits depend on the shape BLAS is
+    # given (new x all), so comparing a few new entities (an append, a new session) would give other
+    # weights than comparing all of them at once; rounded from float64 they are the same.
+    sims = (vectors[list(new)].astype(np.float64) @ vectors.T.astype(np.float64)).astype(np.float32)  # new x all
+    candidates = []
+    for row, i in enumerate(new):
+        for j in np.nonzero(sims[row] >= config.threshold)[0]:
+            if j == i or (entity_ids[j] not in known and j < i):
+                continue  # self, or a new-new pair seen from the other side
+            candidates.append((float(sims[row, j]), entity_ids[i], entity_ids[j]))
+    for weight, a, b in sorted(candidates, key=lambda c: (-c[0], c[1], c[2])):
+        if degree[a] < config.max_per_node and degree[b] < config.max_per_node:
+            a, b = sorted((a, b))
+            edges.append((a, b, weight))
+            degree[a] += 1
+            degree[b] += 1
+    return edges, int(sims.size)

@@ -30,16 +30,32 @@ class Conversation:
     def fingerprint(self) -> str:
         """Changes whenever any turn or question changes: the sensor compares it to decide on reruns.
         Kept for the tables it was computed from (copies of one parse share them: an add registers
-        and builds the same turns)."""
+        and builds the same turns), and extended, not computed again, for a parse that extends one
+        (``extend_fingerprint``)."""
         for passages, questions, value in _FINGERPRINTS:
             if passages is self.passages and questions is self.questions:
                 return value
-        rows = self.passages.select(Passages.passage_id, Passages.timestamp, Passages.source_ref).rows()
-        qrows = self.questions.select(Questions.question_id, Questions.question).rows()
-        value = ids.fingerprint([repr(r) for r in rows] + [repr(r) for r in qrows])
-        _FINGERPRINTS.insert(0, (self.passages, self.questions, value))
-        del _FINGERPRINTS[2:]
+        value = ids.multiset_fingerprint([*_passage_keys(self.passages), *_question_keys(self.questions)])
+        _remember(self, value)
         return value
+
+    def extend_fingerprint(self, earlier: Conversation, added: pl.DataFrame) -> None:
+        """This conversation is ``earlier`` with the passages ``added`` (its questions the same): its
+        fingerprint is ``earlier``'s plus theirs."""
+        _remember(self, ids.multiset_fingerprint(_passage_keys(added), start=earlier.fingerprint))
+
+
+def _passage_keys(passages: pl.DataFrame) -> list[str]:
+    return ["p" + repr(r) for r in passages.select(Passages.passage_id, Passages.timestamp, Passages.source_ref).rows()]
+
+
+def _question_keys(questions: pl.DataFrame) -> list[str]:
+    return ["q" + repr(r) for r in questions.select(Questions.question_id, Questions.question).rows()]
+
+
+def _remember(conversation: Conversation, value: str) -> None:
+    _FINGERPRINTS.insert(0, (conversation.passages, conversation.questions, value))
+    del _FINGERPRINTS[4:]
 
 
 # (passages, questions, fingerprint) of the last conversations fingerprinted; emptied with the parsed

@@ -174,7 +174,9 @@ def extend(previous: list[Conversation], text: str, first_line: int, file: str, 
             builder.add_turn(session_id=session_id, session_index=session_index, turn_index=turn_index, speaker=speaker, text=body,
                              timestamp=timestamp, source_ref=msg_id)
     added = builder.build()
-    return [dataclasses.replace(conv, passages=pl.concat([old, added.passages]), skipped=[])]
+    extended = dataclasses.replace(conv, passages=pl.concat([old, added.passages]), skipped=[])
+    extended.extend_fingerprint(conv, added.passages)
+    return [extended]
 
 
 def _ref_clash(file: str, ref: str, this: tuple[int, bool], other: tuple[int, bool]) -> InputError:

@@ -84,7 +84,7 @@ def append(root, conversation_id: str, config: SeemConfig, new_turns: int, held:
         live = held
     else:
         current, manifest = read_published(root, conversation_id, MEMORY_TABLES)
-        live = increment.Live(manifest_key(manifest), current)
+        live = increment.Live(manifest_key(manifest), commits.Merging(current))
     current = live.tables
     source, conversation, _ = read_registered(root, conversation_id)
     record = {**source.to_json(), "fingerprint": conversation.fingerprint}
@@ -93,23 +93,25 @@ def append(root, conversation_id: str, config: SeemConfig, new_turns: int, held:
     try:
         new = increment.new_turns(live, passages)
         made = increment.increment(live, new, cache, config)
-        tables, extracted, how = made.tables, made.extracted, "by step"
+        tables, added, extracted, how = made.tables, made.added, made.extracted, "by step"
     except increment.Unfit as why:
         live = increment.Live(live.key, current)  # the steps' state is made again from the tables the build gives
         whole, extracted = _build(root, conversation_id, passages, conversation.questions, config)
         tables = {asset: commits.changes(current[asset], frame.select(current[asset].columns), commits.KEYS[asset])
                   for asset, frame in whole.items()}
+        added = {a: rows.join(current[a].select(*commits.KEYS[a]), on=list(commits.KEYS[a]), how="anti", nulls_equal=True).height
+                 for a, (rows, _) in tables.items()}
         how = f"whole conversation: {why}"
-    seen = {a: commits.apply(current[a], *tables[a], commits.KEYS[a]) if a in tables else current[a] for a in current}
+    merged = current.then(tables, added)
     commit_id = commits.new_id()
     builds.claim(root, conversation_id, commit_id, in_process=True)  # a commit killed before its publish is this process's to tidy
     done = commits.publish_commit(root, conversation_id, commit_id, manifest["build_id"], len(commits.commits_of(manifest)), tables,
-                                  rows={a: f.height for a, f in seen.items()}, source=record, turns=new_turns)
+                                  rows=merged.heights(), source=record, turns=new_turns)
     published = sources.Source.from_json(source.to_json())
     sources.write_published(root, published)
     sources.clear_pending(root, conversation_id, only_if=published)
     faults.point("append.after_sources")
-    live.tables, live.key = seen, manifest_key(done)
+    live.tables, live.key = merged, manifest_key(done)
     return Appended(done["commits"][-1]["id"], passages.height, new_turns, extracted,
                     {a: f.height + len(d) for a, (f, d) in tables.items() if f.height or d}, time.perf_counter() - started, done, live, how)
 

@@ -18,7 +18,7 @@ fusion on summaries, of the frames) and kept up to date by every append after th
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,11 +28,12 @@ from seem_dagster import backends
 from seem_dagster.config import SeemConfig
 from seem_dagster.embeddings import CachedEmbedder
 from seem_dagster.episodic.extraction.interface import PassageInput, to_tables
-from seem_dagster.episodic.fusion import Episode, FusionStats, fuse, member_index, rebuild_state
+from seem_dagster.episodic.fusion import Episode, FusionStats, fuse, members_of
 from seem_dagster.episodic.tables import episodes_table, frame_items
 from seem_dagster.graph.build import FACT as FACT_EDGE
 from seem_dagster.graph.build import MENTION, SYNONYM
-from seem_dagster.graph.entities import entity_id, normalise, synonym_edges
+from seem_dagster.graph.entities import entity_id, new_synonyms, normalise
+from seem_dagster.pipeline.embedding import KIND as EMBEDDINGS
 from seem_dagster.pipeline.embedding import cached_embedder, save_vectors
 from seem_dagster.pipeline.episodes import frame_texts
 from seem_dagster.pipeline.extract import cache_name
@@ -42,6 +43,7 @@ from seem_dagster.properties.derive import candidates, link
 from seem_dagster.retrieval.index import PASSAGE
 from seem_dagster.schemas import Embeddings, Entities, Episodes, EventFrames, Facts, GraphEdges, Passages, Properties, table
 from seem_dagster.store.cache import ConversationCache
+from seem_dagster.store.commits import Merging
 
 
 class Unfit(Exception):
@@ -60,20 +62,22 @@ class Live:
     what the append's steps continue from, made on first use."""
 
     key: str
-    tables: dict[str, pl.DataFrame]
-    episodes: list[Episode] | None = None
+    tables: Merging
+    episodes: list | None = None  # fusion's episodes (saved ones made when first judged: _Episodes)
     members: dict | None = None
+    conversation_id: str = ""
     last_order: tuple | None = None  # the latest frame fused: (timestamp, session index, turn index)
     entities: dict[str, _Entity] | None = None
     entity_ids: list[str] = field(default_factory=list)
     entity_vectors: np.ndarray | None = None
-    synonyms: list[tuple[str, str, float]] = field(default_factory=list)
+    degree: dict[str, int] = field(default_factory=dict)  # synonym edges of each entity
     edge_counts: Counter | None = None  # (source, target, kind) -> weight of fact and mention edges
 
 
 @dataclass
 class Increment:
     tables: dict[str, tuple[pl.DataFrame, list]]  # per table: the rows added or replaced, keys deleted (none here)
+    added: dict[str, int]  # per table: the rows of it that are new (the others replace rows)
     extracted: int
 
 
@@ -111,18 +115,20 @@ def increment(live: Live, new: pl.DataFrame, cache: ConversationCache, config: S
     frames, facts = to_tables(inputs, results, extractor.name)
     embedder = CachedEmbedder(backends.embedder(config.extraction.embedder))  # new texts: nothing to look up
     index, _ = index_rows(embedder, new, facts, config.extraction.fact_vectors == "pooled")
-    episodes = _episodes(live, frames, new, index, embedder, cache, config)
+    added: dict[str, int] = {"passages": new.height, "event_frames": frames.height, "facts": facts.height, "retrieval_index": index.height}
+    episodes = _episodes(live, frames, new, index, embedder, cache, config, added)
     save_vectors(cache, embedder)
-    entities, edges = _graph(live, facts, cache, config)
-    tables = {"passages": new, "event_frames": frames, "facts": facts, "properties": _properties(t, facts, new),
+    entities, edges = _graph(live, facts, cache, config, added)
+    tables = {"passages": new, "event_frames": frames, "facts": facts, "properties": _properties(t, facts, new, added),
               "episodes": episodes, "entities": entities, "graph_edges": edges, "retrieval_index": index}
     out = {}
     for asset, frame in tables.items():
-        frame = frame.select(t[asset].columns)
-        if frame.schema != t[asset].schema:
-            raise RuntimeError(f"the append's {asset} rows have another schema than the memory's ({frame.schema} against {t[asset].schema})")
+        schema = t.schema(asset)
+        frame = frame.select(list(schema))
+        if frame.schema != schema:
+            raise RuntimeError(f"the append's {asset} rows have another schema than the memory's ({frame.schema} against {schema})")
         out[asset] = (frame, [])
-    return Increment(out, len(inputs))
+    return Increment(out, added, len(inputs))
 
 
 def _inputs(old: pl.DataFrame, new: pl.DataFrame, speakers: tuple[str, ...]) -> list[PassageInput]:
@@ -138,10 +144,12 @@ def _inputs(old: pl.DataFrame, new: pl.DataFrame, speakers: tuple[str, ...]) -> 
     return out
 
 
-def _properties(t: dict, facts: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:
+def _properties(t: Merging, facts: pl.DataFrame, new: pl.DataFrame, added: dict[str, int]) -> pl.DataFrame:
     """The new turns' property rows, and the earlier rows of the histories they join whose end or
     predecessor changes (each single-valued history is linked alone, so only those are linked again)."""
-    rows = candidates(facts, new, first_ordinal=t["facts"].height, first_position=t["passages"].height)
+    heights = t.heights()
+    rows = candidates(facts, new, first_ordinal=heights["facts"], first_position=heights["passages"])
+    added["properties"] = len(rows)
     if not rows:
         return t["properties"].clear()
     for k, r in enumerate(rows):
@@ -159,7 +167,7 @@ def _properties(t: dict, facts: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame
 
 
 def _episodes(live: Live, frames: pl.DataFrame, new: pl.DataFrame, index: pl.DataFrame, embedder: CachedEmbedder,
-              cache: ConversationCache, config: SeemConfig) -> pl.DataFrame:
+              cache: ConversationCache, config: SeemConfig, added: dict[str, int]) -> pl.DataFrame:
     """The new frames fused into the kept episodes: the episodes they start and those they join."""
     if live.episodes is None:
         _start_fusion(live, cache, config)
@@ -170,27 +178,86 @@ def _episodes(live: Live, frames: pl.DataFrame, new: pl.DataFrame, index: pl.Dat
     items = frame_items(frames, new, vectors, speakers=_speakers(live))
     if live.last_order is not None and min(i.order for i in items) < live.last_order:
         raise Unfit("a new turn is dated before a turn already fused into an episode")
-    stats = FusionStats()
-    live.episodes = fuse(items, config.fusion, live.episodes, stats, members=live.members)
+    index = live.members[live.conversation_id]
+    before = list(index.sizes)
+    live.episodes = fuse(items, config.fusion, live.episodes, FusionStats(), members=live.members)
+    added["episodes"] = len(index.sizes) - len(before)
     live.last_order = max(i.order for i in items)
-    joined = {i.frame_id for i in items}
-    return episodes_table([e for e in live.episodes if e.members[-1].frame_id in joined])
+    touched = [p for p, n in enumerate(index.sizes) if p >= len(before) or n != before[p]]
+    return episodes_table([index.episodes[p] for p in touched])
+
+
+class _Saved:
+    """A saved episode, made an Episode (its member frames, joined in order) when fusion first judges it."""
+
+    __slots__ = ("episode_id", "conversation_id", "frame_ids")
+
+    def __init__(self, episode_id: str, conversation_id: str, frame_ids: list[str]):
+        self.episode_id, self.conversation_id, self.frame_ids = episode_id, conversation_id, frame_ids
+
+
+class _Episodes(list):
+    """The member index's episodes: saved ones are made when first indexed (fusion judges a few
+    candidates per frame), so an append's first use in a process does not make every episode."""
+
+    def __init__(self, saved: list, frames: _Frames):
+        super().__init__(saved)
+        self.frames = frames
+
+    def __getitem__(self, position):
+        item = super().__getitem__(position)
+        if isinstance(item, _Saved):
+            episode = Episode(item.episode_id, item.conversation_id)
+            for frame in self.frames.items(item.frame_ids):
+                episode.add(frame)
+            self[position] = item = episode
+        return item
+
+
+class _Frames:
+    """The memory's frames as fusion reads them, made into FrameItems a few at a time."""
+
+    def __init__(self, frames: pl.DataFrame, passages: pl.DataFrame, vectors: np.ndarray, speakers: set[str]):
+        self.frames, self.passages, self.vectors, self.speakers = frames, passages, vectors, speakers
+        self.row = {f: i for i, f in enumerate(frames[EventFrames.frame_id].to_list())}
+        self.passage_row = {p: i for i, p in enumerate(passages[Passages.passage_id].to_list())}
+
+    def items(self, frame_ids: list[str]):
+        rows = [self.row[f] for f in frame_ids]
+        frames = self.frames[rows]
+        passages = self.passages[[self.passage_row[p] for p in frames[EventFrames.passage_id].to_list()]]
+        return frame_items(frames, passages, self.vectors[rows], speakers=self.speakers)
 
 
 def _start_fusion(live: Live, cache: ConversationCache, config: SeemConfig) -> None:
+    """The fusion state of the saved episodes, made with table operations: the member index (every
+    member's vector and episode, in the order fusion made the episodes: by their first frame) and
+    the episodes themselves as ``_Saved`` until judged."""
     t = live.tables
-    frames = t["event_frames"]
+    frames, passages = t["event_frames"], t["passages"]
     if config.fusion.vectors == "passage":
         stored = t["retrieval_index"].filter(pl.col(Embeddings.kind) == PASSAGE)
         vectors = _vectors_of(stored, frames[EventFrames.passage_id].to_list())
     else:
-        vectors = cached_embedder(cache, config.extraction.embedder).encode(frame_texts(frames, t["passages"], "summary"))
-    by_id = {item.frame_id: item for item in frame_items(frames, t["passages"], vectors)}
-    saved = [(r[Episodes.episode_id], r[Episodes.conversation_id], [by_id[f] for f in r[Episodes.frame_ids]])
-             for r in t["episodes"].select(Episodes.episode_id, Episodes.conversation_id, Episodes.frame_ids).iter_rows(named=True)]
-    live.episodes = rebuild_state(sorted(saved, key=lambda s: s[2][0].order))
-    live.members = member_index(live.episodes, vectors.shape[1])
-    live.last_order = max((i.order for i in by_id.values()), default=None)
+        vectors = cached_embedder(cache, config.extraction.embedder).encode(frame_texts(frames, passages, "summary"))
+    order = [EventFrames.timestamp, Passages.session_index, Passages.turn_index]
+    placed = (frames.select(EventFrames.frame_id, EventFrames.passage_id, EventFrames.timestamp).with_row_index("frame_row")
+              .join(passages.select(Passages.passage_id, Passages.session_index, Passages.turn_index), on=Passages.passage_id,
+                    how="left", maintain_order="left"))
+    episodes = (t["episodes"].select(Episodes.episode_id, Episodes.conversation_id, Episodes.frame_ids)
+                .with_columns(pl.col(Episodes.frame_ids).list.first().alias(EventFrames.frame_id))
+                .join(placed.select(EventFrames.frame_id, *order), on=EventFrames.frame_id, how="left", maintain_order="left")
+                .sort(order, maintain_order=True))
+    members = (episodes.select(Episodes.frame_ids).with_row_index("position").explode(Episodes.frame_ids)
+               .join(placed.select(EventFrames.frame_id, "frame_row"), left_on=Episodes.frame_ids, right_on=EventFrames.frame_id,
+                     how="left", maintain_order="left"))
+    saved = [_Saved(e, c, f) for e, c, f in episodes.select(Episodes.episode_id, Episodes.conversation_id, Episodes.frame_ids).iter_rows()]
+    live.episodes = _Episodes(saved, _Frames(frames, passages, vectors, _speakers(live)))
+    live.conversation_id = passages[Passages.conversation_id][0]
+    live.members = {live.conversation_id: members_of(live.episodes, episodes[Episodes.frame_ids].list.len().to_list(),
+                                                     vectors[members["frame_row"].to_numpy()], members["position"].to_numpy())}
+    last = placed.sort(order).tail(1)
+    live.last_order = tuple(last.select(order).row(0)) if last.height else None
 
 
 def _vectors_of(rows: pl.DataFrame, item_ids: list[str]) -> np.ndarray:
@@ -203,7 +270,8 @@ def _speakers(live: Live) -> set[str]:
     return set(live.tables["passages"][Passages.speaker].unique().to_list())
 
 
-def _graph(live: Live, facts: pl.DataFrame, cache: ConversationCache, config: SeemConfig) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _graph(live: Live, facts: pl.DataFrame, cache: ConversationCache, config: SeemConfig, added_rows: dict[str, int]
+           ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The entities the new facts name (new, or with a new spelling or passage), and the edges they add
     to or weigh again: fact and mention counts, and the new entities' synonym edges."""
     if live.entities is None:
@@ -228,13 +296,16 @@ def _graph(live: Live, facts: pl.DataFrame, cache: ConversationCache, config: Se
              Entities.aliases: sorted(live.entities[eid].aliases), Entities.passage_ids: list(live.entities[eid].passages)} for eid in touched]
     entities = table(Entities, rows)
     fresh = _embed_names(live, entities, cache, config)
+    new_edges = sum(1 for k in counts if k not in live.edge_counts)
     live.edge_counts.update(counts)
     edges = [(a, b, kind, float(live.edge_counts[(a, b, kind)])) for a, b, kind in counts]
-    result = synonym_edges(live.entity_ids, live.entity_vectors, config.synonyms, previous=live.synonyms, known=set(live.entity_ids) - fresh)
-    added = sorted(set(result.edges) - set(live.synonyms))
-    live.synonyms = result.edges
-    record_comparisons(cache, synonyms_name(_synonym_embedder(config).name, config), added, sorted(fresh))
-    edges += [(a, b, SYNONYM, float(w)) for a, b, w in added]
+    first = len(live.entity_ids) - len(fresh)  # the new entities are the last ones
+    synonyms, _ = new_synonyms(range(first, len(live.entity_ids)), live.entity_ids, live.entity_vectors, config.synonyms,
+                               _Compared(fresh), live.degree)
+    synonyms.sort()
+    record_comparisons(cache, synonyms_name(_synonym_embedder(config).name, config), synonyms, sorted(fresh))
+    edges += [(a, b, SYNONYM, float(w)) for a, b, w in synonyms]
+    added_rows.update({"entities": len(fresh), "graph_edges": new_edges + len(synonyms)})
     return entities, table(GraphEdges, edges, orient="row")
 
 
@@ -244,14 +315,13 @@ def _start_graph(live: Live, cache: ConversationCache, config: SeemConfig) -> No
     live.entities = {eid: _Entity(set(aliases), list(passages)) for eid, aliases, passages in
                      entities.select(Entities.entity_id, Entities.aliases, Entities.passage_ids).iter_rows()}
     live.entity_ids = entities[Entities.entity_id].to_list()
-    names = entities[Entities.name].to_list()
-    if config.synonyms.embedder == "extraction":  # the names' saved vectors
-        live.entity_vectors = cached_embedder(cache, config.extraction.embedder).encode(names)
-    else:
-        live.entity_vectors = _synonym_embedder(config).encode(names)
+    live.entity_vectors = _encode_names(entities[Entities.name].to_list(), cache, config, saved=True)
     edges = t["graph_edges"]
     kept = edges.filter(pl.col(GraphEdges.kind) == SYNONYM)
-    live.synonyms = [tuple(r) for r in kept.select(GraphEdges.source, GraphEdges.target, GraphEdges.weight).iter_rows()]
+    live.degree = defaultdict(int)
+    for a, b in kept.select(GraphEdges.source, GraphEdges.target).iter_rows():
+        live.degree[a] += 1
+        live.degree[b] += 1
     counted = edges.filter(pl.col(GraphEdges.kind) != SYNONYM)
     live.edge_counts = Counter({(s, d, k): w for s, d, k, w in
                                 counted.select(GraphEdges.source, GraphEdges.target, GraphEdges.kind, GraphEdges.weight).iter_rows()})
@@ -261,13 +331,8 @@ def _embed_names(live: Live, entities: pl.DataFrame, cache: ConversationCache, c
     """The touched entities' name vectors into the kept matrix (a new entity's row, or a renamed one's
     again: a build compares the names as they read now); returns the ids of the new entities."""
     at = {eid: i for i, eid in enumerate(live.entity_ids)}
-    ids, names = entities[Entities.entity_id].to_list(), entities[Entities.name].to_list()
-    if config.synonyms.embedder == "extraction":
-        embedder = CachedEmbedder(backends.embedder(config.extraction.embedder))
-        vectors = embedder.encode(names)
-        save_vectors(cache, embedder)
-    else:
-        vectors = _synonym_embedder(config).encode(names)
+    ids = entities[Entities.entity_id].to_list()
+    vectors = _encode_names(entities[Entities.name].to_list(), cache, config, saved=False)
     fresh = [i for i, eid in enumerate(ids) if eid not in at]
     for i, eid in enumerate(ids):
         if eid in at:
@@ -276,6 +341,28 @@ def _embed_names(live: Live, entities: pl.DataFrame, cache: ConversationCache, c
         live.entity_ids += [ids[i] for i in fresh]
         live.entity_vectors = np.concatenate([live.entity_vectors, vectors[fresh]])
     return {ids[i] for i in fresh}
+
+
+class _Compared:
+    """The entities compared before an append: all but its new ones."""
+
+    def __init__(self, fresh: set[str]):
+        self.fresh = fresh
+
+    def __contains__(self, entity: str) -> bool:
+        return entity not in self.fresh
+
+
+def _encode_names(names: list[str], cache: ConversationCache, config: SeemConfig, saved: bool) -> np.ndarray:
+    """The names' vectors for the synonym comparison, through the conversation's vector cache (the
+    extraction embedder's, or the static table's, which a build encodes again each time but an
+    append's first use in a process would spend seconds on); ``saved``: look up what the cache
+    holds (all the memory's names), else encode (an append's few names)."""
+    embedder = _synonym_embedder(config)
+    cached = CachedEmbedder(embedder, cache.table(EMBEDDINGS, embedder.name) if saved else None)
+    vectors = cached.encode(names)
+    save_vectors(cache, cached)
+    return vectors
 
 
 def _synonym_embedder(config: SeemConfig):

@@ -120,9 +120,8 @@ class Published:
     def install(self, conversation_id: str, manifest: dict, tables: dict) -> None:
         """What a writer of this process just published (``manifest``) and the tables it holds, so the
         next read needs no file: an append's own turns are searchable at once."""
-        mine = {a: tables[a] for a in TABLES}
-        with self._lock(conversation_id):
-            self._indexes[conversation_id] = Loaded(manifest_key(manifest), None, manifest["build_id"], mine,
+        with self._lock(conversation_id):  # (``tables`` may merge its last commits when the index is made: commits.Merging)
+            self._indexes[conversation_id] = Loaded(manifest_key(manifest), None, manifest["build_id"], tables,
                                                     tuple(c["id"] for c in commits_of(manifest)))
 
     def sql_scope(self, conversations) -> tuple:

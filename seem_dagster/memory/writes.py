@@ -62,7 +62,7 @@ class Writer:
         self.memory = memory
         self._lock = threading.RLock()  # one write at a time per Memory: a build has the cores anyway
         self._current: dict[str, append.increment.Live] = {}  # conversation -> the memory this writer's last append left
-        self._logged: dict[str, tuple[tuple, str, dict, int]] = {}  # conversation -> (version, text, lines by id, bytes) of the log it last wrote
+        self._logged: dict[str, tuple[tuple, bytes, _Log]] = {}  # conversation -> (version, content, lines) of the log it last wrote
         self._defs = None
         self._instance = None
 
@@ -140,7 +140,7 @@ class Writer:
                 raise InvalidRequest(f"conversation {cid!r} is built from {other}: add its turns to that file and build it "
                                      "(`seem build`, `Memory.add_file`), or add them under another conversation id")
             stones = tombstones.read(self.store, cid)
-            before, logged, size = self._log(cid)
+            before, logged = self._log(cid)
             fresh = _not_logged(logged, lines)  # a retried add: turns with ids already in the log are not added again
             kept = [line for line in fresh if not _names_forgotten(line, stones)]
             dropped = len(fresh) - len(kept)
@@ -152,17 +152,16 @@ class Writer:
             not_appended = append.why_not(self.store, cid, self.config) if kept else "nothing new"
             if kept:
                 added = _with_ids(logged, kept, stones)
-                text = before + "\n".join(added) + "\n"
-                raw = text.encode("utf-8")
+                raw = before + ("\n".join(added) + "\n").encode("utf-8")  # bytes: the log's text is never decoded whole
                 try:  # the parse is kept for the registration and the append below, which read the log as written
-                    parsed = parse_to_write(log_file, raw, jsonl.FORMAT, options, extends=size)
+                    parsed = parse_to_write(log_file, raw, jsonl.FORMAT, options, extends=len(before))
                 except InputError as err:  # a clash with an earlier turn (a reused id): name the new turn
-                    raise _as_turn_error(err, before, cid) from None
+                    raise _as_turn_error(err, before.decode("utf-8"), cid) from None
                 faults.point("add.before_log_write")
                 input_log.write(self.store, cid, raw)  # durable before anything is built: the turns cannot be lost now
                 faults.point("add.after_log_write")
                 written(log_file, parsed)
-                self._hold_log(cid, text, logged, added, len(raw))
+                self._hold_log(cid, raw, logged, added)
             (reg,) = [r for r in register_file(self.store, log_file, "jsonl", options) if r.conversation_id == cid]
             if reg.status == "unchanged" and why_rebuild(self.store, cid, self.config) is None:
                 return replace(self._added(reg, None, started, earlier, "current"), forgotten=dropped)
@@ -185,30 +184,27 @@ class Writer:
                               outcome.log_path)
         return replace(self._added(reg, outcome, started, earlier), forgotten=dropped)
 
-    def _log(self, cid: str) -> tuple[str, dict[str, dict], int]:
-        """The input log's text, its lines by ``id`` and its size in bytes: as this writer last wrote
-        them when the file is still that version (a local store), else read."""
+    def _log(self, cid: str) -> tuple[bytes, _Log]:
+        """The input log's content and its lines: as this writer last wrote them when the file is still
+        that version (a local store), else read."""
         held = self._logged.get(cid)
         version = file_version(input_log.source_path(self.store, cid))
         if held is not None and version is not None and held[0] == version:
-            return held[1], held[2], held[3]
-        raw = input_log.read_bytes(self.store, cid)
-        text, lines = raw.decode("utf-8"), {}
-        for line in jsonl_lines(text):
+            return held[1], held[2]
+        raw, logged = input_log.read_bytes(self.store, cid), _Log()
+        for line in jsonl_lines(raw.decode("utf-8")):
             if line.strip():
-                obj = json.loads(line)
-                lines[str(obj.get("id"))] = obj
-        return text, lines, len(raw)
+                logged.add(json.loads(line))
+        return raw, logged
 
-    def _hold_log(self, cid: str, text: str, logged: dict[str, dict], added: list[str], size: int) -> None:
+    def _hold_log(self, cid: str, raw: bytes, logged: _Log, added: list[str]) -> None:
         for line in added:
-            obj = json.loads(line)
-            logged[str(obj.get("id"))] = obj
+            logged.add(json.loads(line))
         version = file_version(input_log.source_path(self.store, cid))
         if version is None:
             self._logged.pop(cid, None)
         else:
-            self._logged[cid] = (version, text, logged, size)
+            self._logged[cid] = (version, raw, logged)
 
     def _observe(self, cid: str, done) -> None:
         """An append in the Dagster UI: an observation of the conversation's ``passages`` partition
@@ -433,40 +429,60 @@ def _pending(root, cid: str):
     return source_to_build(root, cid) if pending_path(root, cid).exists() else None
 
 
-def _with_ids(logged: dict[str, dict], lines: list[str], stones: tombstones.Tombstones) -> list[str]:
+class _Log:
+    """The input log as a writer holds it: its lines by ``id``, and each session's next free id number."""
+
+    def __init__(self) -> None:
+        self.lines: dict[str, dict] = {}
+        self.following: dict[str, int] = {}
+
+    def add(self, obj: dict) -> None:
+        ref = str(obj.get("id"))
+        self.lines[ref] = obj
+        _follow(self.following, ref)
+
+
+def _follow(following: dict[str, int], ref: str) -> None:
+    session, _, number = ref.rpartition(":")
+    if number.isdigit():
+        following[session] = max(following.get(session, 0), int(number) + 1)
+
+
+def _with_ids(logged: _Log, lines: list[str], stones: tombstones.Tombstones) -> list[str]:
     """Each new line with an explicit ``id``: ``<session>:<n>``, n past every number of that session
-    the log (``logged``: its lines by id) or a forgotten turn has used, so its input id never changes
-    when an earlier turn is forgotten, never clashes with a turn the log holds and is never a forgotten turn's."""
-    used = set(stones.refs) | set(logged)
-    used |= {str(json.loads(line)["id"]) for line in lines if json.loads(line).get("id") is not None}
-    following: dict[str, int] = {}
-    for ref in used:
-        session, _, number = ref.rpartition(":")
-        if number.isdigit():
-            following[session] = max(following.get(session, 0), int(number) + 1)
+    the log or a forgotten turn has used, so its input id never changes when an earlier turn is
+    forgotten, never clashes with a turn the log holds and is never a forgotten turn's."""
+    given = {str(json.loads(line)["id"]) for line in lines if json.loads(line).get("id") is not None}
+    following = dict(logged.following)
+    for ref in [*stones.refs, *given]:
+        _follow(following, ref)
+
+    def used(ref: str) -> bool:
+        return ref in logged.lines or ref in stones.refs or ref in given
+
     out = []
     for line in lines:
         obj = json.loads(line)
         if obj.get("id") is None:
             session = obj["session_id"]
             n = following.get(session, 0)
-            while f"{session}:{n}" in used:
+            while used(f"{session}:{n}"):
                 n += 1
             obj["id"] = f"{session}:{n}"
-            used.add(obj["id"])
+            given.add(obj["id"])
             following[session] = n + 1
         out.append(json.dumps(obj, ensure_ascii=False))
     return out
 
 
-def _not_logged(logged: dict[str, dict], lines: list[str]) -> list[str]:
+def _not_logged(logged: _Log, lines: list[str]) -> list[str]:
     """``lines`` but those the log (``logged``: its lines by id) already holds as they are, with their
     ``id`` (an add retried after a crash or a failed build). A line whose id the log holds with other
     content stays, and the reader then refuses it as a duplicate id."""
     out = []
     for line in lines:
         obj = json.loads(line)
-        if obj.get("id") is not None and logged.get(str(obj["id"])) == obj:
+        if obj.get("id") is not None and logged.lines.get(str(obj["id"])) == obj:
             continue
         out.append(line)
     return out

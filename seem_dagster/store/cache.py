@@ -5,10 +5,10 @@ different partitions never write the same file; written atomically like every sn
 one adapter the pipeline steps read and write their caches through.
 
 A cache that only grows (vectors by text hash) is appended to instead of rewritten: ``append_rows``
-writes the new rows as a segment beside the table (``<stem>.parts/<time>-<id>.parquet``) and, once
-there are ``COMPACT_AT`` segments, merges them: into the table when they hold a quarter of its rows
-or more, else into one segment (so a small write never rewrites a big table: the cost of the
-merges is proportional to the rows written). Readers take the table
+folds a build's many rows into the table at once, and writes an append's few rows as a segment
+beside it (``<stem>.parts/<time>-<id>.parquet``); once there are ``COMPACT_AT`` segments they are
+merged, into the table when they hold a quarter of its rows or more, else into one segment. So a
+small write never rewrites a big table, and the merges cost the order of the rows written. Readers take the table
 and every segment; a segment that a concurrent compaction removed between the listing and the read
 is skipped (its rows are in the table by then, or the next read finds them there; at worst a text is
 embedded again: these are caches, never the memory).
@@ -33,8 +33,8 @@ KEY = "key"
 VALUE = "value"
 PARTS = ".parts"
 COMPACT_AT = 8  # segments beside a table before they are merged
-# Merged segments are folded into the table once they hold this share of its rows; until then they are
-# merged into one segment: a write costs the order of the rows it adds, not of the table (appends).
+# Rows (written, or merged segments) are folded into the table once they are 1/FOLD_SHARE of its rows or
+# more; until then they stay segments: a write costs the order of the rows it adds, not of the table.
 FOLD_SHARE = 4
 
 
@@ -57,33 +57,53 @@ class ConversationCache:
             return None
         return frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical_relaxed")
 
-    def append_rows(self, kind: str, name: str, rows: pl.DataFrame, key: str) -> None:
-        """Add ``rows`` to a cache that only grows, writing only them (a segment); rows whose ``key``
-        is already cached may repeat and are dropped when the segments are folded into the table."""
+    def append_rows(self, kind: str, name: str, rows: pl.DataFrame, key) -> None:
+        """Add ``rows`` to a cache that only grows. Rows that are a good share of the table (a build's;
+        FOLD_SHARE) are folded into it at once, with any segments beside it; a few rows (an append's)
+        are written alone as a segment, and every COMPACT_AT segments are merged into one, or folded
+        into the table once they are that share of it. Rows whose ``key`` is already cached may repeat
+        and are dropped when folded."""
         if not rows.height:
             return
         path = self.path(kind, name)
-        segment = path.parent / (path.name[: -len(EXTENSION)] + PARTS) / f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}{EXTENSION}"
-        write_table(segment, rows, {"cache": True, "segment": True})
+        folder = path.parent / (path.name[: -len(EXTENSION)] + PARTS)
+        if rows.height * FOLD_SHARE >= self._rows(path):
+            self._fold(path, key, self._segments(path), rows)
+            return
+        write_table(folder / f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}{EXTENSION}", rows, {"cache": True, "segment": True})
         segments = self._segments(path)
         if len(segments) < COMPACT_AT:
             return
         parts = [f for f in (self._read_segment(p) for p in segments) if f is not None]
-        rows = pl.concat(parts, how="vertical_relaxed").unique(subset=key, keep="first", maintain_order=True)
-        if not path.exists() or rows.height * FOLD_SHARE >= self._rows(path):  # a good share of the table: folded into it
-            whole = rows if not path.exists() else pl.concat([read_table(path), rows], how="vertical_relaxed")
-            write_table(path, whole.unique(subset=key, keep="first", maintain_order=True).sort(key), {"cache": True})
-        else:  # a few rows beside a big table (appends): merged into one segment, the table left as it is
-            write_table(segment.parent / f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}{EXTENSION}", rows, {"cache": True, "segment": True})
+        merged = pl.concat(parts, how="vertical_relaxed").unique(subset=key, keep="first", maintain_order=True)
+        if merged.height * FOLD_SHARE >= self._rows(path):
+            self._fold(path, key, segments, merged, read=False)
+            return
+        write_table(folder / f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}{EXTENSION}", merged, {"cache": True, "segment": True})
+        for p in segments:  # only those merged: a segment written meanwhile stays
+            p.unlink(missing_ok=True)
+
+    def _fold(self, path: UPath, key, segments: list[UPath], rows: pl.DataFrame, read: bool = True) -> None:
+        """The table, ``segments`` (read unless ``read`` is False: ``rows`` holds them) and ``rows``,
+        written as the table; the segments go."""
+        frames = [read_table(path)] if path.exists() else []
+        if read:
+            frames += [f for f in (self._read_segment(p) for p in segments) if f is not None]
+        whole = pl.concat([*frames, rows], how="vertical_relaxed")
+        write_table(path, whole.unique(subset=key, keep="first", maintain_order=True).sort(key), {"cache": True})
         for p in segments:  # only those folded in: a segment written meanwhile stays
             p.unlink(missing_ok=True)
 
     @staticmethod
     def _rows(path: UPath) -> int:
+        """The table's rows (0: no table), from its footer alone."""
         import pyarrow.parquet as pq
 
-        with path.open("rb") as f:
-            return pq.ParquetFile(f).metadata.num_rows
+        try:
+            with path.open("rb") as f:
+                return pq.ParquetFile(f).metadata.num_rows
+        except FileNotFoundError:
+            return 0
 
     @staticmethod
     def _segments(path: UPath) -> list[UPath]:

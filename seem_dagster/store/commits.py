@@ -14,6 +14,8 @@ whole tables and a manifest without commits (``builds.publish``).
 from __future__ import annotations
 
 import secrets
+import threading
+from collections.abc import Mapping
 from datetime import datetime, timezone
 
 import polars as pl
@@ -77,6 +79,52 @@ def apply(base: pl.DataFrame, rows: pl.DataFrame, deleted: list[list], keys: tup
         gone = pl.DataFrame([list(col) for col in zip(*deleted)], schema={k: base.schema[k] for k in keys}, orient="col")
         merged = merged.join(gone, on=list(keys), how="anti", nulls_equal=True)
     return merged.sort(_ORDER).drop(_ORDER)
+
+
+class Merging(Mapping):
+    """A memory's tables with commits still to apply: each table is merged the first time it is read,
+    so an add returns without merging and the next read of a table pays once. ``then`` gives the
+    tables with one more commit; row counts are kept without merging (``heights``)."""
+
+    def __init__(self, tables: Mapping[str, pl.DataFrame], pending: dict[str, list] | None = None,
+                 heights: dict[str, int] | None = None):
+        self._tables = dict(tables)
+        self._pending = {a: list(p) for a, p in (pending or {}).items()}
+        self._heights = dict(heights) if heights is not None else {a: f.height for a, f in self._tables.items()}
+        self._lock = threading.Lock()
+
+    def __getitem__(self, asset: str) -> pl.DataFrame:
+        with self._lock:
+            todo = self._pending.pop(asset, None)
+            if todo:
+                frame = self._tables[asset]
+                for rows, deleted in todo:
+                    frame = apply(frame, rows, deleted, KEYS[asset])
+                self._tables[asset] = frame
+            return self._tables[asset]
+
+    def __iter__(self):
+        return iter(self._tables)
+
+    def __len__(self) -> int:
+        return len(self._tables)
+
+    def schema(self, asset: str) -> pl.Schema:
+        return self._tables[asset].schema
+
+    def heights(self) -> dict[str, int]:
+        return dict(self._heights)
+
+    def then(self, tables: dict[str, tuple[pl.DataFrame, list[list]]], added: dict[str, int]) -> Merging:
+        """These tables with a commit's ``tables`` applied after the others; ``added``: the rows of each
+        that no earlier row has the key of (the rest replace rows)."""
+        pending = {a: list(p) for a, p in self._pending.items()}
+        heights = dict(self._heights)
+        for asset, (rows, deleted) in tables.items():
+            if rows.height or deleted:
+                pending.setdefault(asset, []).append((rows, deleted))
+                heights[asset] += added.get(asset, 0) - len(deleted)
+        return Merging(self._tables, pending, heights)
 
 
 def read_commit_table(root, entry: dict) -> tuple[pl.DataFrame, list[list]]:
