@@ -4,8 +4,8 @@
 
 For each size a fresh store gets that many user turns of LongMemEval haystacks through the build
 job (`Memory.add` with ``store.append`` off, in parts of at most MAX_TURNS: the memory), then one
-add in a new process (``fresh proc``: its imports, models and the append's state included; ``its
-add``: the add alone), then in this process ``--adds`` single turns, one `Memory.add` each (the
+add in a new process (``new: warm``: its imports and models, `Memory.warm(writes=True)`; ``its
+add``: the add after them, which reads the memory and makes the append's state), then in this process ``--adds`` single turns, one `Memory.add` each (the
 first, ``first``, makes the state the others continue from; p50 and p95 are of the others), and one
 session of ``--session`` turns in one call. After
 each single add a `Memory.search` for the turn's own words is timed and must rank it in the top 10
@@ -84,16 +84,17 @@ FRESH = """
 import json, sys, time
 started = time.perf_counter()
 from seem_dagster import Memory
-from seem_dagster.memory.turns import MAX_TURNS
 with Memory.open(sys.argv[1]) as memory:
-    opened = time.perf_counter()
+    memory.warm(writes=True)
+    warm = time.perf_counter()
     done = memory.add(sys.argv[2], [json.loads(sys.argv[3])])
-    print(json.dumps({"total_s": time.perf_counter() - started, "add_s": time.perf_counter() - opened, "commit": done.commit}))
+    print(json.dumps({"warm_s": warm - started, "add_s": time.perf_counter() - warm, "commit": done.commit}))
 """
 
 
 def fresh_add(store: str, turn: dict) -> dict:
-    """One add in a new process (imports, models and the append's state made by that add): what an
+    """One add in a new process: the imports and models (``Memory.warm(writes=True)``, what an agent
+    does at start), then the add, which reads the memory and makes the append's state: what an
     agent's first message after a restart costs."""
     out = subprocess.run([sys.executable, "-c", FRESH, store, CID, json.dumps(turn)], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -114,7 +115,7 @@ def one_size(size: int, adds: int, session: int, data: Path, baseline: bool) -> 
         fresh = fresh_add(store, {**singles[0], "timestamp": (last + timedelta(minutes=30)).isoformat(timespec="seconds"), "id": "fresh"})
         with Memory.open(store) as memory:
             memory.warm(writes=True)
-            rows.append({"size": size, "mode": "append", "bulk_s": bulk, "fresh_s": fresh["total_s"], "fresh_add_s": fresh["add_s"],
+            rows.append({"size": size, "mode": "append", "bulk_s": bulk, "fresh_s": fresh["warm_s"], "fresh_add_s": fresh["add_s"],
                          **singles_into(memory, singles[1:], last, "live")})
             stamp = last + timedelta(days=1)
             batch = [{**t, "timestamp": (stamp + timedelta(minutes=i)).isoformat(timespec="seconds")} for i, t in enumerate(batch)]
@@ -139,7 +140,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DATA)
     args = parser.parse_args()
     rows = [r for s in args.sizes.split(",") for r in one_size(int(s), args.adds, args.session, args.data, not args.no_baseline)]
-    print(f"{'memory':>8} {'mode':>10} {'bulk add':>9} {'fresh proc':>11} {'its add':>8} {'first':>8} {'add p50':>9} {'add p95':>9} "
+    print(f"{'memory':>8} {'mode':>10} {'bulk add':>9} {'new: warm':>10} {'its add':>8} {'first':>8} {'add p50':>9} {'add p95':>9} "
           f"{'floor p50':>10} {'add/floor':>10} {'session':>9} {'search p50':>11} {'searchable':>11} {'commits':>8}")
     for r in rows:
         print(f"{r['size']:>8} {r['mode']:>10} {r['bulk_s']:>8.1f}s {r['fresh_s']:>10.2f}s {r['fresh_add_s']:>7.2f}s {r['first_s']:>7.2f}s "
