@@ -76,7 +76,7 @@ def singles_into(memory, singles: list[dict], last: datetime, tag: str) -> dict:
         found += any(h.source_ref == f"{tag}-{n}" for h in hits)
     steady = add_s[1:] or add_s  # the first add of a process makes the state the next ones continue from
     return {"first_s": add_s[0], "add_p50": pct(steady, 0.5), "add_p95": pct(steady, 0.95), "floor_p50": pct(floor_s, 0.5),
-            "search_p50": pct(search_s, 0.5), "found": found, "adds": len(singles), "commits": commits,
+            "search_p50": pct(search_s, 0.5), "found": found, "adds": len(singles), "commits": commits, "each": add_s,
             "ratio": statistics.median(a / f for a, f in zip(add_s[1:] or add_s, floor_s[1:] or floor_s))}
 
 
@@ -147,6 +147,8 @@ def main() -> None:
               f"{r['add_p50'] * 1000:>7.0f}ms {r['add_p95'] * 1000:>7.0f}ms "
               f"{r['floor_p50'] * 1000:>8.1f}ms {r['ratio']:>9.1f}x {r['session_s']:>8.2f}s {r['search_p50'] * 1000:>9.0f}ms "
               f"{r['found']:>6}/{r['adds']} {r['commits']:>5}/{r['adds']}")
+    for r in rows:
+        print(f"{r['size']} turns, {r['mode']}: each add (s) " + " ".join(f"{a:.3f}" for a in r["each"]))
     appended = [r for r in rows if r["mode"] == "append"]
     for r in appended[1:]:
         print(f"append p50 at {r['size']} turns / at {appended[0]['size']}: {r['add_p50'] / appended[0]['add_p50']:.2f}x")

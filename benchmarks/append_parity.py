@@ -39,10 +39,17 @@ def sessions_of(data: Path, conversation: str) -> list[tuple[str, list[dict]]]:
     return list(out.items())
 
 
-def compare(store: str, other: str, cid: str) -> dict[str, tuple[int, bool]]:
+def compare(store: str, other: str, cid: str) -> dict[str, tuple[int, bool, int]]:
+    """Per table: rows, whether equal, and how many rows only one side has as they are."""
     mine, _ = read_published(store, cid, MEMORY_TABLES)
     theirs, _ = read_published(other, cid, MEMORY_TABLES)
-    return {a: (mine[a].height, mine[a].sort(list(KEYS[a])).equals(theirs[a].sort(list(KEYS[a])))) for a in MEMORY_TABLES}
+    out = {}
+    for a in MEMORY_TABLES:
+        equal = mine[a].sort(list(KEYS[a])).equals(theirs[a].sort(list(KEYS[a])))
+        differ = 0 if equal else (mine[a].join(theirs[a], on=mine[a].columns, how="anti", nulls_equal=True).height
+                                  + theirs[a].join(mine[a], on=mine[a].columns, how="anti", nulls_equal=True).height)
+        out[a] = (mine[a].height, equal, differ)
+    return out
 
 
 def main() -> None:
@@ -78,10 +85,12 @@ def main() -> None:
           f"then {len(last)} turns one add each ({adds_s:.1f} s of adds, the first a build); a build of the same input {build_s:.1f} s")
     for mode, n in how.most_common():
         print(f"  {n:>4} adds {mode}")
-    print(f"{'table':>16} {'rows':>7} {'equal before compaction':>24} {'after':>6}")
+    print(f"{'table':>16} {'rows':>7} {'equal before compaction':>24} {'rows that differ':>17} {'after':>6} {'differ':>7}")
     for asset in MEMORY_TABLES:
-        print(f"{asset:>16} {before[asset][0]:>7} {str(before[asset][1]):>24} {str(after[asset][1]):>6}")
-    print("every table equal before and after compaction" if all(e for _, e in [*before.values(), *after.values()]) else "TABLES DIFFER")
+        print(f"{asset:>16} {before[asset][0]:>7} {str(before[asset][1]):>24} {before[asset][2]:>17} "
+              f"{str(after[asset][1]):>6} {after[asset][2]:>7}")
+    differ = [a for a in MEMORY_TABLES if not (before[a][1] and after[a][1])]
+    print("every table equal before and after compaction" if not differ else f"differ: {', '.join(differ)}")
 
 
 if __name__ == "__main__":
