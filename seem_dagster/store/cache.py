@@ -36,6 +36,9 @@ COMPACT_AT = 8  # segments beside a table before they are merged
 # Rows (written, or merged segments) are folded into the table once they are 1/FOLD_SHARE of its rows or
 # more; until then they stay segments: a write costs the order of the rows it adds, not of the table.
 FOLD_SHARE = 4
+# Rows written at once from this many on are a build's (an add's turn writes tens): folded at once, so
+# no big segment is left for a later add's merge to read and fold.
+FOLD_ROWS = 4096
 
 
 class ConversationCache:
@@ -67,8 +70,8 @@ class ConversationCache:
             return
         path = self.path(kind, name)
         folder = path.parent / (path.name[: -len(EXTENSION)] + PARTS)
-        if rows.height * FOLD_SHARE >= self._rows(path):
-            self._fold(path, key, self._segments(path), rows)
+        if rows.height >= FOLD_ROWS or rows.height * FOLD_SHARE >= self._rows(path):  # a build's: folded, never left
+            self._fold(path, key, self._segments(path), rows)  # for an agent's add to merge
             return
         write_table(folder / f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}{EXTENSION}", rows, {"cache": True, "segment": True})
         segments = self._segments(path)
