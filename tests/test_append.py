@@ -216,6 +216,30 @@ def test_the_compaction_sensor_compacts_and_an_append_made_while_it_runs_is_carr
     assert isinstance(compaction_sensor(build_sensor_context(instance=instance, resources={"seem": config})), SkipReason)
 
 
+def test_an_append_whose_commit_is_refused_is_built_by_the_build_job_and_keeps_its_turn(appended, monkeypatch):
+    """Another writer published between the append's read of the manifest and its commit (a
+    CommitError): nothing of the commit is published, and the add's turn, already in the log, is
+    built by the build job; the next add appends again from the memory that build published."""
+    from seem_dagster.store import commits
+
+    memory, store, _ = appended
+    refuse = commits.publish_commit
+
+    def refused_once(*args, **kwargs):
+        monkeypatch.setattr(commits, "publish_commit", refuse)
+        raise commits.CommitError("published meanwhile (a test)")
+
+    monkeypatch.setattr(commits, "publish_commit", refused_once)
+    turn = {"speaker": "Jon", "text": "The studio in York has a bigger kiln than Leeds.", "timestamp": "2024-02-14T19:20:00"}
+    added = memory.add(CID, [turn], session_id="s2")
+    assert added.commit is None and added.build_id is not None and added.turns_added == 1, added
+    assert not read_manifest(store, CID).get("commits")
+    assert turn["text"] in [h.text for h in memory.search(CID, turn["text"], k=3)]
+    after = memory.add(CID, [{"speaker": "Maya", "text": "Bigger kilns fire more bowls.", "timestamp": "2024-02-14T19:21:00"}],
+                       session_id="s2")
+    assert after.commit is not None and after.appended == "by step", after
+
+
 def test_after_compact_after_commits_the_next_add_is_built_by_the_build_job(tmp_path, monkeypatch):
     monkeypatch.setenv("SEEM_STORE_COMPACT_AFTER", "2")
     memory = Memory.open(tmp_path / "store")

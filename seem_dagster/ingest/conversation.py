@@ -63,6 +63,10 @@ def _remember(conversation: Conversation, value: str) -> None:
 _FINGERPRINTS: list[tuple[pl.DataFrame, pl.DataFrame, str]] = []
 
 
+def clear_fingerprints() -> None:
+    _FINGERPRINTS.clear()
+
+
 class ConversationBuilder:
     """Collects turns and questions of one conversation, assigning stable passage ids."""
 

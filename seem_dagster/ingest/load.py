@@ -14,7 +14,7 @@ from upath import UPath
 
 from seem_dagster.config import IngestConfig
 from seem_dagster.ingest import jsonl, locomo, longmemeval
-from seem_dagster.ingest.conversation import Conversation
+from seem_dagster.ingest.conversation import Conversation, clear_fingerprints
 from seem_dagster.ingest.errors import InputError
 
 FORMATS = ("locomo", "longmemeval", "jsonl")
@@ -33,12 +33,10 @@ _WRITTEN: dict[tuple, tuple[tuple, int, int, tuple]] = {}
 
 def clear_parsed() -> None:
     """Drop every parsed file this process keeps (after a forget: no copy of a forgotten turn stays in memory)."""
-    from seem_dagster.ingest.conversation import _FINGERPRINTS
-
     _PARSED.clear()
     _READ.clear()
     _WRITTEN.clear()
-    _FINGERPRINTS.clear()
+    clear_fingerprints()
 
 
 def file_version(path: str | Path | UPath) -> tuple | None:

@@ -12,9 +12,9 @@ memory is what is published. Either way the rows are published as one commit (``
 the memory a reader sees is the one a build of the same input would publish, table for table, and
 compaction (a build) makes it the base again.
 
-Not done yet (issue 55): an add still reads the whole input log (to validate the new turns against
-it and register it), and a reader makes its whole index again after each commit (it reads only the
-new commit's files).
+Not done yet (issue 55): an add still rewrites the whole input log (atomically), the first add of a
+process reads the whole memory and log, and a reader makes its whole index again at its first read
+after a commit (it reads only the new commit's files).
 """
 
 from __future__ import annotations
